@@ -1,0 +1,24 @@
+"""realify: compile and export complex-valued PyTorch programs with real-only compilers."""
+
+from __future__ import annotations
+
+import logging
+
+from . import config
+from .decompose import Signature, decompose
+from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
+from .tensor import ComplexTensor
+
+logging.getLogger("realify").addHandler(logging.NullHandler())
+
+__all__ = [
+    "ComplexTensor",
+    "ComplexLeakError",
+    "MissingRuleError",
+    "RealifyError",
+    "RuleConflictError",
+    "Signature",
+    "config",
+    "decompose",
+]
+__version__ = "0.1.0"

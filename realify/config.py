@@ -1,0 +1,58 @@
+"""Global options. Change them with ``realify.config.patch(...)`` (a context manager and
+decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
+
+- ``gemm_multiplications`` (3 or 4): complex matmul/convolution as 3 real products
+  (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula). See docs/numerics.md for
+  the error bound that makes 3 the default.
+- ``strict`` (bool): in the compile backend, raise MissingRuleError for a complex op with no
+  rule instead of running it as an eager island.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from typing import Any, Iterator
+
+gemm_multiplications: int = 3
+strict: bool = False
+
+_module = sys.modules[__name__]
+_OPTIONS = ("gemm_multiplications", "strict")
+
+
+def _validate(name: str, value: Any) -> None:
+    if name not in _OPTIONS:
+        raise AttributeError(f"realify.config has no option {name!r}; options are {', '.join(_OPTIONS)}")
+    if name == "gemm_multiplications" and value not in (3, 4):
+        raise ValueError(f"gemm_multiplications must be 3 or 4, got {value!r}")
+
+
+class _Patch(contextlib.ContextDecorator):
+    def __init__(self, changes: dict[str, Any]):
+        for name, value in changes.items():
+            _validate(name, value)
+        self.changes = changes
+        self.saved: list[dict[str, Any]] = []
+
+    def __enter__(self):
+        self.saved.append({name: getattr(_module, name) for name in self.changes})
+        for name, value in self.changes.items():
+            setattr(_module, name, value)
+        return self
+
+    def __exit__(self, *exc):
+        for name, value in self.saved.pop().items():
+            setattr(_module, name, value)
+        return False
+
+
+def patch(**changes: Any) -> _Patch:
+    """Temporarily set options: ``with realify.config.patch(gemm_multiplications=4): ...``."""
+    return _Patch(changes)
+
+
+def snapshot() -> dict[str, Any]:
+    """The current value of every option (part of the compile cache key)."""
+    return {name: getattr(_module, name) for name in _OPTIONS}

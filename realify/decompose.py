@@ -1,0 +1,268 @@
+"""decompose: the one engine that turns a program on complex tensors into a real-only graph.
+
+Two traces, both under the caller's fake mode:
+
+1. **functionalize** the program to aten ops (``make_fx`` + ``functionalize``), so that views
+   and in-place ops have exact semantics; in-place writes to inputs become extra outputs
+   (the caller writes them back);
+2. **planarize**: re-run that functional graph with every complex value held as a
+   :class:`ComplexTensor`, each complex op through its planar rule, and trace the real ops
+   that result.
+
+The boundary layout of complex inputs and outputs is the caller's choice:
+``"complex"`` (same signature as the program; split/merge happen at the graph's edges),
+``"planar"`` (a real ``(2, *shape)`` tensor: ``[0]`` real part, ``[1]`` imaginary part) or
+``"interleaved"`` (a real ``(*shape, 2)`` tensor, PyTorch's own storage order, a free view of
+a complex tensor via ``torch.view_as_real``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Callable, Literal, Sequence
+
+import torch
+import torch.fx as fx
+from torch._guards import detect_fake_mode
+from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+
+from ._dtypes import real_dtype
+from .errors import ComplexLeakError, MissingRuleError
+from .rules import apply_rule
+from .tensor import ComplexTensor
+
+log = logging.getLogger("realify")
+aten = torch.ops.aten
+Layout = Literal["complex", "planar", "interleaved"]
+
+
+@dataclasses.dataclass
+class Signature:
+    """How the real graph's flat inputs/outputs map to the program's."""
+
+    input_complex: list[bool]
+    output_complex: list[bool]  # user outputs, then the new values of mutated inputs
+    mutated_inputs: list[int]
+    num_user_outputs: int
+    out_spec: Any
+    input_layout: Layout
+    output_layout: Layout
+
+
+def decompose(
+    program: Callable | fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    inputs: Layout = "complex",
+    outputs: Layout = "complex",
+    on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None], Any] | None = None,
+) -> fx.GraphModule:
+    """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
+
+    ``program`` is a GraphModule or any traceable callable; ``example_inputs`` are real or
+    fake tensors (and Python scalars) it is called with. With the default ``"complex"``
+    layouts the result takes and returns the same values as ``program``; complex values
+    exist only at its edges. The result's ``realify_signature`` (:class:`Signature`) says
+    which inputs/outputs are complex and which inputs the program mutated (their new values
+    follow the user outputs; with ``"complex"`` layouts they are written back in the graph).
+
+    ``on_missing(op, args, kwargs, node)`` may handle a complex op without a rule (the
+    compile backend turns it into an eager island); by default a
+    :class:`~realify.errors.MissingRuleError` names the op and its source line.
+    """
+    fake_mode = detect_fake_mode(list(example_inputs)) or FakeTensorMode(allow_non_fake_inputs=True)
+    fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
+    with fake_mode:
+        functional, signature = _functionalize(program, fake_inputs)
+        signature.input_layout, signature.output_layout = inputs, outputs
+        boundary_inputs = [_boundary_example(x, inputs) for x in fake_inputs]
+        planar = _planarize(functional, signature, boundary_inputs, on_missing)
+    _check_real(planar, signature)
+    planar.realify_signature = signature
+    return planar
+
+
+# ---- stage 1: functionalize ---------------------------------------------------------------
+
+
+def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, torch._subclasses.FakeTensor):
+        return x
+    return fake_mode.from_tensor(x.resolve_conj().resolve_neg() if x.dtype.is_complex else x)
+
+
+def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphModule, Signature]:
+    holder: dict[str, Any] = {}
+
+    def flat_program(*args):
+        flat, holder["spec"] = tree_flatten(program(*args))
+        return flat
+
+    traced = make_fx(
+        torch.func.functionalize(flat_program, remove="mutations_and_views"),
+        tracing_mode="real",
+    )(*fake_inputs)
+    mutated = _mutations_to_outputs(traced)
+    out_node = traced.graph.output_node()
+    outs = list(out_node.args[0])
+    num_user = len(outs) - len(mutated)
+    signature = Signature(
+        input_complex=[_is_complex(x) for x in fake_inputs],
+        output_complex=[_is_complex(o.meta.get("val")) if isinstance(o, fx.Node) else False for o in outs],
+        mutated_inputs=mutated,
+        num_user_outputs=num_user,
+        out_spec=holder["spec"],
+        input_layout="complex",
+        output_layout="complex",
+    )
+    return traced, signature
+
+
+def _mutations_to_outputs(gm: fx.GraphModule) -> list[int]:
+    """Turn trailing ``copy_(input, new_value)`` nodes into extra graph outputs."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    new_values: dict[int, fx.Node] = {}
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and node.args[0] in index:
+            new_values[index[node.args[0]]] = node.args[1]
+            node.replace_all_uses_with(node.args[1])
+            gm.graph.erase_node(node)
+    out_node = gm.graph.output_node()
+    mutated = sorted(new_values)
+    out_node.args = (list(out_node.args[0]) + [new_values[i] for i in mutated],)
+    gm.graph.lint()
+    gm.recompile()
+    return mutated
+
+
+def _is_complex(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.dtype.is_complex
+
+
+# ---- stage 2: planarize -------------------------------------------------------------------
+
+
+def _boundary_example(x: Any, layout: Layout) -> Any:
+    if not _is_complex(x) or layout == "complex":
+        return x
+    parts = torch.view_as_real(x.to(torch.complex64)).to(real_dtype(x.dtype)) if x.dtype == torch.complex32 else torch.view_as_real(x)
+    if layout == "planar":
+        return parts.movedim(-1, 0).contiguous()
+    return parts.contiguous()
+
+
+def _enter(x: Any, is_complex: bool, layout: Layout) -> Any:
+    """A boundary input as the value the functional graph expects."""
+    if not is_complex:
+        return x
+    if layout == "planar":
+        return ComplexTensor(x[0], x[1])
+    if layout == "interleaved":
+        return ComplexTensor(x[..., 0], x[..., 1])
+    return ComplexTensor.from_complex(x)
+
+
+def _leave(x: Any, layout: Layout) -> Any:
+    """A graph output in the boundary layout."""
+    if not isinstance(x, ComplexTensor):
+        return x
+    if layout == "planar":
+        return torch.stack([x.re, x.im])
+    if layout == "interleaved":
+        return torch.stack([x.re, x.im], dim=-1)
+    return torch.complex(x.re, x.im)
+
+
+def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs: list[Any], on_missing) -> fx.GraphModule:
+    def planar_program(*args):
+        values = [_enter(a, c, signature.input_layout) for a, c in zip(args, signature.input_complex)]
+        outs = PlanarInterpreter(functional, on_missing).run(*values)
+        user = [_leave(o, signature.output_layout) for o in outs[: signature.num_user_outputs]]
+        mutated = outs[signature.num_user_outputs :]
+        if signature.input_layout == "complex":
+            # write back in the graph; callers see no extra outputs
+            for i, new in zip(signature.mutated_inputs, mutated):
+                args[i].copy_(_leave(new, "complex") if isinstance(new, ComplexTensor) else new)
+            return user
+        return user + [_leave(o, signature.input_layout) for o in mutated]
+
+    planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
+    if signature.input_layout == "complex":
+        signature.mutated_inputs = []
+    return planar
+
+
+class PlanarInterpreter(fx.Interpreter):
+    """Runs a functional aten graph with complex values held as ComplexTensor."""
+
+    def __init__(self, gm: fx.GraphModule, on_missing=None):
+        super().__init__(gm)
+        self.on_missing = on_missing
+
+    def run_node(self, n: fx.Node) -> Any:
+        self.current = n
+        return super().run_node(n)
+
+    def get_attr(self, target, args, kwargs):
+        value = super().get_attr(target, args, kwargs)
+        return ComplexTensor.from_complex(value) if _is_complex(value) else value
+
+    def call_function(self, target, args, kwargs):
+        if isinstance(target, OpOverload) and self._touches_complex(args, kwargs):
+            try:
+                return apply_rule(target, args, kwargs)
+            except MissingRuleError as err:
+                if self.on_missing is not None:
+                    return self.on_missing(target, args, kwargs, self.current)
+                raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else None) from None
+        return super().call_function(target, args, kwargs)
+
+    def _touches_complex(self, args, kwargs) -> bool:
+        for leaf in tree_leaves((args, kwargs)):
+            if isinstance(leaf, (ComplexTensor, complex)) or (isinstance(leaf, torch.dtype) and leaf.is_complex):
+                return True
+        return any(_is_complex(v) for v in tree_leaves(self.current.meta.get("val")))
+
+
+def _where(node: fx.Node | None) -> str | None:
+    if node is None:
+        return None
+    trace = node.meta.get("stack_trace")
+    if trace:
+        lines = [l.strip() for l in trace.strip().splitlines() if l.strip()]
+        return " | ".join(lines[-2:])
+    return f"graph node {node.name}"
+
+
+def _check_real(gm: fx.GraphModule, signature: Signature) -> None:
+    """Raise if a complex value remains anywhere but at a 'complex' boundary."""
+    leaks = []
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if not any(_is_complex(v) for v in tree_leaves(node.meta.get("val"))):
+            continue
+        if _is_boundary_conversion(node):
+            continue
+        leaks.append(f"{node.format_node()}")
+    if leaks:
+        raise ComplexLeakError("complex values remain in the decomposed graph:\n  " + "\n  ".join(leaks[:10]))
+
+
+def _is_boundary_conversion(node: fx.Node) -> bool:
+    """Split of a complex placeholder, or merge into a complex output / written-back input."""
+    if node.target in (aten.real.default, aten.imag.default, aten.view_as_real.default, aten.resolve_conj.default,
+                       aten.resolve_neg.default):
+        return node.args[0].op == "placeholder"
+    if node.target is aten.complex.default:
+        return all(u.op == "output" or u.target is aten.copy_.default for u in node.users)
+    if node.target is aten.copy_.default:
+        return node.args[0].op == "placeholder"
+    return False

@@ -1,0 +1,141 @@
+"""The op-rule table: one planar rule per aten overload (or overload packet).
+
+A rule is a plain function with the op's signature. Complex operands arrive as
+:class:`realify.ComplexTensor` (use ``.re`` / ``.im``, or :func:`parts` which also accepts
+real tensors and Python numbers); it returns ComplexTensor or real tensors. The same rule
+serves the eager ``ComplexTensor`` front end and the traced ``decompose`` engine.
+
+Lookup order for an op: exact overload, overload packet, then the generic handling of
+in-place (``op_``) and ``out=`` variants through their functional rule, then PyTorch's own
+decompositions (composite ops), and finally :class:`MissingRuleError` naming the op.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+
+from ..errors import MissingRuleError, RuleConflictError
+
+log = logging.getLogger("realify")
+
+Rule = Callable[..., Any]
+_TABLE: dict[object, Rule] = {}
+aten = torch.ops.aten
+
+
+def register(*ops: OpOverload | OpOverloadPacket) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the planar rule of each op in ``ops``."""
+
+    def decorate(fn: Rule) -> Rule:
+        for op in ops:
+            if op in _TABLE:
+                raise RuleConflictError(
+                    f"{op} already has the rule {_TABLE[op].__module__}.{_TABLE[op].__name__}; "
+                    f"cannot also register {fn.__module__}.{fn.__name__}"
+                )
+            _TABLE[op] = fn
+        return fn
+
+    return decorate
+
+
+def registered_ops() -> list[object]:
+    """Every op (overload or packet) that has a rule, in registration order."""
+    _load_families()
+    return list(_TABLE)
+
+
+def lookup(func: OpOverload) -> Rule | None:
+    """The rule for ``func``: its exact overload first, then its packet."""
+    _load_families()
+    rule = _TABLE.get(func)
+    if rule is None and isinstance(func, OpOverload):
+        rule = _TABLE.get(func.overloadpacket)
+    return rule
+
+
+def apply_rule(func: OpOverload, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on planar operands, through its rule or a generic fallback."""
+    rule = lookup(func)
+    if rule is not None:
+        return rule(*args, **kwargs)
+    if isinstance(func, OpOverload):
+        functional = _functional_variant(func)
+        if functional is not None:
+            return _apply_mutating(func, functional, args, kwargs)
+        decomposition = _decomposition(func)
+        if decomposition is not None:
+            return decomposition(*args, **kwargs)
+    raise MissingRuleError(func)
+
+
+def _functional_variant(func: OpOverload) -> OpOverload | None:
+    """aten.add.Tensor for aten.add_.Tensor and aten.add.out; None for functional ops."""
+    schema = func._schema
+    name = func.overloadpacket.__name__
+    if name.endswith("_") and not name.startswith("_") and schema.arguments and schema.arguments[0].is_out is False and schema.arguments[0].alias_info is not None and schema.arguments[0].alias_info.is_write:
+        packet = getattr(aten, name[:-1], None)
+        overload = func._overloadname
+    elif func._overloadname == "out" or schema.is_out_fn():
+        packet, overload = func.overloadpacket, "default"
+        if not hasattr(packet, overload):
+            candidates = [o for o in packet.overloads() if "out" not in o]
+            overload = candidates[0] if len(candidates) == 1 else None
+    else:
+        return None
+    if packet is None or overload is None or not hasattr(packet, overload):
+        return None
+    return getattr(packet, overload)
+
+
+def _apply_mutating(func: OpOverload, functional: OpOverload, args: tuple, kwargs: dict) -> Any:
+    """In-place op: compute functionally, then copy into ``self``. out= op: copy into out."""
+    kwargs = dict(kwargs)
+    out_names = [a.name for a in func._schema.arguments if a.is_out]
+    if out_names:
+        outs = [kwargs.pop(n) for n in out_names]
+        result = apply_rule(functional, args, kwargs)
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        for dest, value in zip(outs, results):
+            _resize_like(dest, value)
+            aten.copy_.default(dest, value)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    result = apply_rule(functional, args, kwargs)
+    aten.copy_.default(args[0], result)
+    return args[0]
+
+
+def _resize_like(dest: torch.Tensor, value: torch.Tensor) -> None:
+    if dest.shape != value.shape:
+        aten.resize_.default(dest, value.shape)
+
+
+@functools.cache
+def _decomposition(func: OpOverload) -> Rule | None:
+    from torch._decomp import decomposition_table
+
+    decomposition = decomposition_table.get(func)
+    if decomposition is not None:
+        return decomposition
+    if func._can_decompose():
+        return func.decompose
+    return None
+
+
+@functools.cache
+def _load_families() -> None:
+    """Import every rule family once (each module registers its rules on import)."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+from ._planar import parts, result_dtype, complex_like, make_complex  # noqa: E402,F401

@@ -1,0 +1,85 @@
+"""Arithmetic on complex parts where a part may be None (an exact zero) or a Python number.
+
+Treating a missing imaginary part as an exact zero lets real*complex cost two real
+multiplications instead of four, and keeps signed zeros the way eager PyTorch computes them
+once the operands are promoted (eager multiplies by a literal +0.0 imaginary part, so the
+zero-skipping shortcut is only used where the result is identical: see ``mul``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+Part = Any
+
+
+def padd(a: Part, b: Part) -> Part:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def psub(a: Part, b: Part) -> Part:
+    if b is None:
+        return a
+    if a is None:
+        return -b
+    return a - b
+
+
+def pneg(a: Part) -> Part:
+    return None if a is None else -a
+
+
+def pmul(a: Part, b: Part) -> Part:
+    if a is None or b is None:
+        return None
+    return a * b
+
+
+def cmul(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
+    # (ar + ai i)(br + bi i) = (ar br - ai bi) + (ar bi + ai br) i
+    return psub(pmul(ar, br), pmul(ai, bi)), padd(pmul(ar, bi), pmul(ai, br))
+
+
+def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
+    """(ar + ai i) / (br + bi i) with Smith's algorithm (no overflow in |b|^2).
+
+    With |c| >= |d|:  r = d/c, s = c + d r,  result = ((a + b r) + (b - a r) i) / s
+    otherwise:        r = c/d, s = d + c r,  result = ((a r + b) + (b r - a) i) / s
+    c = d = 0 gives a/|c| + (b/|d|) i (inf or nan), as eager PyTorch does.
+    Each branch is evaluated on safe operands so that unselected lanes never produce
+    inf/nan that would poison gradients (the "double where" rule).
+    """
+    if bi is None:
+        # real divisor: (a + b i) / c = a/c + (b/c) i
+        return _div_real(ar, br), _div_real(ai, br)
+    a = ar
+    b = 0.0 if ai is None else ai
+    c, d = br, bi
+    abs_c, abs_d = torch.abs(c), torch.abs(d)
+    c_larger = abs_c >= abs_d
+    big = torch.where(c_larger, c, d)
+    small = torch.where(c_larger, d, c)
+    both_zero = big == 0
+    ratio = small / torch.where(both_zero, 1.0, big)
+    scale = 1.0 / (big + small * ratio)
+    re = torch.where(c_larger, a + b * ratio, a * ratio + b) * scale
+    im = torch.where(c_larger, b - a * ratio, b * ratio - a) * scale
+    zero_divisor = torch.where(both_zero, 0.0, 1.0)
+    re = torch.where(both_zero, a / zero_divisor, re)
+    im = torch.where(both_zero, b / zero_divisor, im)
+    return re, im
+
+
+def _div_real(a: Part, c: Part) -> Part:
+    return None if a is None else a / c
+
+
+def csquare_abs(ar: Part, ai: Part) -> Part:
+    # |z|^2 = re^2 + im^2 (no hypot: callers use it only where overflow is not a concern)
+    return padd(pmul(ar, ar), pmul(ai, ai))

@@ -1,0 +1,121 @@
+"""Arithmetic: add, sub, rsub, mul, div, neg, reciprocal, square, addcmul, addcdiv, lerp.
+
+Mixed real/complex operands follow C99 Annex G: a real operand has no imaginary part
+(not a +0.0 one), so ``x * (c + di) = xc + (xd)i`` — two multiplications, and no NaN
+from ``0 * inf`` in a phantom imaginary part (docs/numerics.md).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import register
+from ._algebra import cdiv, cmul, padd, pmul, pneg, psub
+from ._planar import complex_like, parts, result_dtype
+from .._dtypes import real_dtype
+
+aten = torch.ops.aten
+
+
+def _operands(*xs):
+    """Result dtype and the parts of each operand, cast to the result's real dtype."""
+    dtype = result_dtype(*xs)
+    rd = real_dtype(dtype)
+    return dtype, [parts(x, rd) for x in xs]
+
+
+def _scaled(p, alpha):
+    # alpha may itself be complex: (br + bi i) * alpha
+    if alpha is None or alpha == 1:
+        return p
+    ar, ai = parts(alpha)
+    return cmul(p[0], p[1], ar, ai)
+
+
+def _like(*xs):
+    return next(x for x in xs if isinstance(x, torch.Tensor))
+
+
+@register(aten.add.Tensor, aten.add.Scalar)
+def add(self, other, *, alpha=None):
+    # (a + bi) + alpha (c + di)
+    dtype, (a, b) = _operands(self, other)
+    b = _scaled(b, alpha)
+    return complex_like(padd(a[0], b[0]), padd(a[1], b[1]), dtype, _like(self, other))
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar)
+def sub(self, other, *, alpha=None):
+    # (a + bi) - alpha (c + di)
+    dtype, (a, b) = _operands(self, other)
+    b = _scaled(b, alpha)
+    return complex_like(psub(a[0], b[0]), psub(a[1], b[1]), dtype, _like(self, other))
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(self, other, *, alpha=None):
+    # other - alpha * self
+    return sub(other, self, alpha=alpha)
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar)
+def mul(self, other):
+    # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
+    dtype, (a, b) = _operands(self, other)
+    return complex_like(*cmul(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
+
+
+@register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div(self, other, *, rounding_mode=None):
+    if rounding_mode is not None:
+        raise RuntimeError(
+            f"div with rounding_mode={rounding_mode!r} is not defined for complex tensors "
+            "(eager PyTorch rejects it too); use rounding_mode=None"
+        )
+    # Smith's division, see _algebra.cdiv
+    dtype, (a, b) = _operands(self, other)
+    return complex_like(*cdiv(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
+
+
+@register(aten.true_divide.Tensor)
+def true_divide(self, other):
+    return div(self, other)
+
+
+@register(aten.neg.default)
+def neg(self):
+    # -(a + bi) = -a - bi
+    re, im = parts(self)
+    return complex_like(-re, pneg(im), self.dtype, self)
+
+
+@register(aten.reciprocal.default)
+def reciprocal(self):
+    # 1 / (a + bi), through Smith's division so that tiny/huge |z| neither over- nor underflows
+    re, im = parts(self)
+    one = torch.ones_like(re)
+    return complex_like(*cdiv(one, None, re, im), self.dtype, self)
+
+
+@register(aten.square.default)
+def square(self):
+    # (a + bi)^2 = (a^2 - b^2) + 2ab i, computed as z*z like eager
+    return mul(self, self)
+
+
+@register(aten.addcmul.default)
+def addcmul(self, tensor1, tensor2, *, value=1):
+    # self + value * tensor1 * tensor2
+    return add(self, mul(tensor1, tensor2), alpha=value)
+
+
+@register(aten.addcdiv.default)
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    # self + value * tensor1 / tensor2
+    return add(self, div(tensor1, tensor2), alpha=value)
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(self, end, weight):
+    # self + weight * (end - self)
+    return add(self, mul(weight, sub(end, self)))

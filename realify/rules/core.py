@@ -1,0 +1,173 @@
+"""Complex-specific ops: parts, conjugation, magnitude/phase, layout views, copies, casts."""
+
+from __future__ import annotations
+
+import torch
+
+from . import register
+from ._planar import complex_like, make_complex, parts, partwise
+from .._dtypes import real_dtype
+from ..tensor import ComplexTensor
+
+aten = torch.ops.aten
+
+
+@register(aten.real.default)
+def real(self):
+    return parts(self)[0]
+
+
+@register(aten.imag.default)
+def imag(self):
+    return parts(self)[1]
+
+
+@register(aten.conj.default, aten._conj.default, aten.conj_physical.default, aten._conj_physical.default,
+          aten._conj_copy.default)
+def conj(self):
+    # conj(a + bi) = a - bi
+    re, im = parts(self)
+    return ComplexTensor(re, -im)
+
+
+@register(aten.resolve_conj.default, aten.resolve_neg.default, aten.alias.default, aten.lift_fresh.default)
+def identity(self):
+    # planar tensors never carry lazy conj/neg bits
+    return self
+
+
+@register(aten._neg_view.default, aten._neg_view_copy.default)
+def neg_view(self):
+    re, im = parts(self)
+    return ComplexTensor(-re, -im)
+
+
+for _op in (aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default):
+    register(_op)(partwise(_op))
+
+
+@register(aten.clone.default)
+def clone(self, *, memory_format=None):
+    re, im = parts(self)
+    return ComplexTensor(re.clone(memory_format=memory_format), im.clone(memory_format=memory_format))
+
+
+@register(aten.abs.default)
+def abs(self):
+    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max
+    re, im = parts(self)
+    return torch.hypot(re, im)
+
+
+@register(aten.angle.default)
+def angle(self):
+    # arg(a + bi) = atan2(b, a), signed zeros on the branch cut as in C99
+    re, im = parts(self)
+    return torch.atan2(im, re)
+
+
+@register(aten.sgn.default)
+def sgn(self):
+    # sgn(z) = z / |z|, and 0 for z = 0
+    re, im = parts(self)
+    magnitude = torch.hypot(re, im)
+    zero = magnitude == 0
+    safe = torch.where(zero, 1.0, magnitude)
+    return ComplexTensor(torch.where(zero, 0.0, re / safe), torch.where(zero, 0.0, im / safe))
+
+
+@register(aten.polar.default)
+def polar(abs, angle):
+    # polar(r, t) = r cos t + (r sin t) i
+    return ComplexTensor(abs * torch.cos(angle), abs * torch.sin(angle))
+
+
+@register(aten.complex.default)
+def complex(real, imag):
+    return make_complex(real, imag)
+
+
+@register(aten.view_as_real.default, aten.view_as_real_copy.default)
+def view_as_real(self):
+    # (..., ) complex -> (..., 2) real, interleaved
+    re, im = parts(self)
+    return torch.stack([re, im], dim=-1)
+
+
+@register(aten.view_as_complex.default, aten.view_as_complex_copy.default)
+def view_as_complex(self):
+    # (..., 2) real -> (...) complex
+    if self.dim() == 0 or self.shape[-1] != 2:
+        raise RuntimeError(f"view_as_complex needs a last dimension of size 2, got shape {tuple(self.shape)}")
+    return ComplexTensor(self[..., 0], self[..., 1])
+
+
+@register(aten.copy_.default)
+def copy_(self, src, non_blocking=False):
+    if isinstance(self, ComplexTensor):
+        re, im = parts(src, self.re.dtype)
+        self.re.copy_(re)
+        if im is None:
+            self.im.zero_()
+        else:
+            self.im.copy_(im)
+        return self
+    if self.dtype.is_complex:  # an ordinary complex destination
+        return self.copy_(src.to_complex() if isinstance(src, ComplexTensor) else src)
+    # complex -> real copy keeps the real part, as eager does
+    return self.copy_(parts(src)[0])
+
+
+@register(aten.copy.default)
+def copy(self, src, non_blocking=False):
+    # functional copy: values of src with the dtype/shape of self
+    dtype = self.dtype
+    re, im = parts(src)
+    if not dtype.is_complex:
+        return re.to(dtype).expand(self.shape).clone()
+    return complex_like(re.expand(self.shape), None if im is None else im.expand(self.shape), dtype, self)
+
+
+@register(aten._to_copy.default)
+def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+            memory_format=None):
+    re, im = parts(self)
+    target = dtype or self.dtype
+    kw = dict(device=device, memory_format=memory_format)
+    if target.is_complex:
+        rd = real_dtype(target)
+        re = re.to(rd, **kw)
+        im = torch.zeros_like(re) if im is None else im.to(rd, **kw)
+        return ComplexTensor(re, im)
+    if target == torch.bool:
+        # a complex number is truthy when either part is nonzero
+        return (re != 0) | (im != 0)
+    # complex -> real keeps the real part (eager warns that the imaginary part is discarded)
+    return re.to(target, **kw)
+
+
+@register(aten.isreal.default)
+def isreal(self):
+    return parts(self)[1] == 0
+
+
+
+
+@register(aten.sym_size.int)
+def sym_size(self, dim):
+    return parts(self)[0].size(dim)
+
+
+@register(aten.sym_numel.default)
+def sym_numel(self):
+    return parts(self)[0].numel()
+
+
+@register(aten.sym_stride.int)
+def sym_stride(self, dim):
+    return self.stride(dim)
+
+
+@register(aten.sym_storage_offset.default)
+def sym_storage_offset(self):
+    return 0

@@ -1,0 +1,145 @@
+"""ComplexTensor: a complex tensor stored as two real tensors (planar layout).
+
+``ComplexTensor(re, im)`` behaves like a complex tensor of dtype complex64/complex128/
+complex32 (for float32/float64/float16 parts). Every aten op called on it is looked up in
+the rule table (:mod:`realify.rules`) and runs as real ops on ``re`` and ``im``; this is the
+eager front end, and the same dispatch is what :func:`realify.decompose` traces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from ._dtypes import REAL_TO_COMPLEX
+
+
+class ComplexTensor(torch.Tensor):
+    """Planar complex tensor: ``self.re`` and ``self.im`` are real tensors of one shape."""
+
+    re: torch.Tensor
+    im: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
+        if not isinstance(re, torch.Tensor) or not isinstance(im, torch.Tensor):
+            raise TypeError("ComplexTensor(re, im) needs two real tensors")
+        if re.dtype not in REAL_TO_COMPLEX or im.dtype != re.dtype:
+            raise TypeError(
+                f"ComplexTensor parts must share one of float16/float32/float64, got "
+                f"re={re.dtype}, im={im.dtype}; cast them with .to(torch.float32) first"
+            )
+        if re.shape != im.shape:
+            raise ValueError(f"ComplexTensor parts must have one shape, got {tuple(re.shape)} and {tuple(im.shape)}")
+        if re.device != im.device:
+            raise ValueError(f"ComplexTensor parts must share a device, got {re.device} and {im.device}")
+        needs_grad = torch.is_grad_enabled() and (re.requires_grad or im.requires_grad)
+        if needs_grad:
+            return _Assemble.apply(re, im)
+        return cls._wrap(re, im)
+
+    @classmethod
+    def _wrap(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
+        strides = re.stride() if re.stride() == im.stride() else None
+        out = torch.Tensor._make_wrapper_subclass(
+            cls,
+            re.shape,
+            strides=strides,
+            dtype=REAL_TO_COMPLEX[re.dtype],
+            device=re.device,
+            requires_grad=False,
+        )
+        out.re = re.detach() if re.requires_grad else re
+        out.im = im.detach() if im.requires_grad else im
+        return out
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    # ---- conversion -------------------------------------------------------------------
+    @staticmethod
+    def from_complex(t: torch.Tensor) -> "ComplexTensor":
+        """Split an ordinary complex tensor into planar parts (differentiable)."""
+        if isinstance(t, ComplexTensor):
+            return t
+        if not t.dtype.is_complex:
+            raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; use ComplexTensor(re, zeros_like(re))")
+        t = t.resolve_conj().resolve_neg()
+        if t.dtype == torch.complex32:
+            parts = torch.view_as_real(t.to(torch.complex64)).to(torch.float16)
+        else:
+            parts = torch.view_as_real(t)
+        return ComplexTensor(parts[..., 0], parts[..., 1])
+
+    def to_complex(self) -> torch.Tensor:
+        """An ordinary (interleaved) complex tensor with the same values (differentiable)."""
+        if self.requires_grad:
+            return _Disassemble.apply(self)
+        return _interleave(self.re, self.im)
+
+    # ---- tracing support ------------------------------------------------------------
+    def __tensor_flatten__(self):
+        return ["re", "im"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner: dict, ctx: Any, outer_size: Any, outer_stride: Any) -> "ComplexTensor":
+        return ComplexTensor(inner["re"], inner["im"])
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        return f"ComplexTensor(re={self.re!r}, im={self.im!r})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from .rules import apply_rule
+
+        return apply_rule(func, args, kwargs or {})
+
+
+def _interleave(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    if re.dtype == torch.float16:
+        return torch.complex(re.float(), im.float()).to(torch.complex32)
+    return torch.complex(re, im)
+
+
+class _Assemble(torch.autograd.Function):
+    """(re, im) -> ComplexTensor, passing the gradient's real/imag parts back to re/im."""
+
+    @staticmethod
+    def forward(ctx, re, im):
+        return ComplexTensor._wrap(re.detach(), im.detach())
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = as_complex_tensor(grad)
+        return grad.re, grad.im
+
+
+class _Disassemble(torch.autograd.Function):
+    """ComplexTensor -> ordinary complex tensor, gradient flowing back as a ComplexTensor."""
+
+    @staticmethod
+    def forward(ctx, z):
+        return _interleave(z.re, z.im)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ComplexTensor.from_complex(grad)
+
+
+def as_complex_tensor(x: Any) -> Any:
+    """ComplexTensor for any complex tensor; anything else is returned unchanged."""
+    if isinstance(x, torch.Tensor) and x.dtype.is_complex and not isinstance(x, ComplexTensor):
+        return ComplexTensor.from_complex(x)
+    return x
+
+
+def wrap_complex(tree: Any) -> Any:
+    """Replace every ordinary complex tensor in a pytree by a ComplexTensor."""
+    return tree_map(as_complex_tensor, tree)
+
+
+def unwrap_complex(tree: Any) -> Any:
+    """Replace every ComplexTensor in a pytree by an ordinary complex tensor."""
+    return tree_map(lambda x: x.to_complex() if isinstance(x, ComplexTensor) else x, tree)
