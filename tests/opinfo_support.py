@@ -1,0 +1,116 @@
+"""Shared machinery of the OpInfo table tests: which ops, how to run a sample through each
+front end, and how to compare with eager complex PyTorch."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from realify import ComplexTensor
+from realify.tensor import unwrap_complex, wrap_complex
+
+MAX_SAMPLES = 4
+DTYPES = (torch.complex64, torch.complex128)
+
+# ops whose values are random or uninitialized: only metadata is compared
+NONDETERMINISTIC = {
+    "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
+    "rand_like", "randn_like", "randn", "normal", "uniform", "bernoulli",
+    "nn.functional.feature_alpha_dropout", "pca_lowrank", "svd_lowrank",
+}
+
+
+def op_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+@functools.cache
+def complex_ops() -> list:
+    """Every OpInfo entry that supports complex64 on CPU (the denominator of coverage)."""
+    return [op for op in op_db if torch.complex64 in op.supported_dtypes("cpu")]
+
+
+def samples(op, dtype) -> list:
+    torch.manual_seed(0)
+    out = []
+    for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
+        out.append(sample)
+        if len(out) >= MAX_SAMPLES:
+            break
+    return out
+
+
+def call_sample(op, sample) -> Any:
+    return op(sample.input, *sample.args, **sample.kwargs)
+
+
+def flatten_sample(sample) -> tuple[list[torch.Tensor], Callable[[list[torch.Tensor]], Any]]:
+    """The sample's tensors as a flat list, and a function rebuilding the call from them."""
+    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+
+    def rebuild(tensors):
+        new = list(leaves)
+        for i, t in zip(tensor_at, tensors):
+            new[i] = t
+        return tree_unflatten(new, spec)
+
+    return [leaves[i] for i in tensor_at], rebuild
+
+
+def run_eager_complex_tensor(op, sample) -> Any:
+    """Front end (a): ComplexTensor in, ops dispatched through the rule table."""
+    inp, args, kwargs = wrap_complex((sample.input, sample.args, sample.kwargs))
+    return unwrap_complex(op(inp, *args, **kwargs))
+
+
+def run_decompose(op, sample) -> Any:
+    """Front end (b): trace with realify.decompose, check the graph is real, run it."""
+    import realify
+
+    tensors, rebuild = flatten_sample(sample)
+
+    def program(*ts):
+        inp, args, kwargs = rebuild(list(ts))
+        return op(inp, *args, **kwargs)
+
+    gm = realify.decompose(program, tensors)
+    out = gm(*tensors)
+    return tree_unflatten(out, gm.realify_signature.out_spec)
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    # complex64: a few ulps of float32 accumulated over short chains of real ops;
+    # complex128: the same relative bound scaled to float64.
+    if dtype in (torch.complex128, torch.float64):
+        return dict(rtol=1e-7, atol=1e-7)
+    return dict(rtol=1.3e-5, atol=1e-5)
+
+
+def assert_matches(actual: Any, expected: Any, *, metadata_only: bool = False, dtype=torch.complex64) -> None:
+    a_leaves, a_spec = tree_flatten(actual)
+    e_leaves, e_spec = tree_flatten(expected)
+    assert len(a_leaves) == len(e_leaves), f"{len(a_leaves)} outputs, expected {len(e_leaves)}"
+    for a, e in zip(a_leaves, e_leaves):
+        if isinstance(e, torch.Tensor):
+            assert isinstance(a, torch.Tensor), f"expected a tensor, got {type(a).__name__}"
+            assert not isinstance(a, ComplexTensor), "a ComplexTensor leaked out"
+            assert a.dtype == e.dtype, f"dtype {a.dtype}, expected {e.dtype}"
+            assert a.shape == e.shape, f"shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+            if metadata_only:
+                continue
+            a_c = a.resolve_conj().resolve_neg()
+            e_c = e.resolve_conj().resolve_neg()
+            if e.dtype == torch.bool or not (e.dtype.is_floating_point or e.dtype.is_complex):
+                assert torch.equal(a_c, e_c), "integer/bool values differ"
+            else:
+                torch.testing.assert_close(a_c, e_c, equal_nan=True, **_tolerance(e.dtype))
+        elif not metadata_only:
+            if isinstance(e, float) and e != e:
+                assert a != a
+            else:
+                assert a == e or abs(complex(a) - complex(e)) <= 1e-5 * max(1.0, abs(complex(e))), f"{a} != {e}"

@@ -1,0 +1,41 @@
+"""Table-driven: every OpInfo op that supports complex64 on CPU, each sample, complex64 and
+complex128, through (a) the eager ComplexTensor and (b) decompose, against eager PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from known_failures import DECOMPOSE, EAGER
+from opinfo_support import (DTYPES, NONDETERMINISTIC, assert_matches, call_sample, complex_ops, op_id,
+                            run_decompose, run_eager_complex_tensor, samples)
+
+FRONT_ENDS = {"eager": (run_eager_complex_tensor, EAGER), "decompose": (run_decompose, DECOMPOSE)}
+
+
+def _params():
+    for front_end, (_, known) in FRONT_ENDS.items():
+        for op in complex_ops():
+            name = op_id(op)
+            marks = [pytest.mark.xfail(reason=known[name], strict=True)] if name in known else []
+            for dtype in DTYPES:
+                yield pytest.param(front_end, op, dtype, id=f"{front_end}-{name}-{str(dtype)[6:]}", marks=marks)
+
+
+@pytest.mark.parametrize("front_end,op,dtype", list(_params()))
+def test_op(front_end, op, dtype):
+    run, _ = FRONT_ENDS[front_end]
+    cases = samples(op, dtype)
+    if not cases:
+        pytest.skip(f"OpInfo gives no {dtype} samples for {op_id(op)} on CPU")
+    checked = 0
+    for sample in cases:
+        try:
+            expected = call_sample(op, sample)
+        except Exception:
+            continue  # eager itself rejects this sample: nothing to compare with
+        actual = run(op, sample)
+        assert_matches(actual, expected, metadata_only=op_id(op) in NONDETERMINISTIC, dtype=dtype)
+        checked += 1
+    if checked == 0:
+        pytest.skip(f"eager PyTorch rejects every {dtype} sample of {op_id(op)}")
