@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from . import config
+from . import backend, config
+from .backend import compile, realify_backend
 from .decompose import Signature, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
 from .tensor import ComplexTensor
@@ -18,6 +19,9 @@ __all__ = [
     "RealifyError",
     "RuleConflictError",
     "Signature",
+    "backend",
+    "compile",
+    "realify_backend",
     "config",
     "decompose",
 ]

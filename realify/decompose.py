@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import torch
 import torch.fx as fx
+import torch.fx.traceback as fx_traceback
 from torch._guards import detect_fake_mode
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -90,24 +91,30 @@ def decompose(
 
 
 def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
+    """A fake, grad-free stand-in: the traced graph is pure; autograd differentiates it later."""
     if not isinstance(x, torch.Tensor):
         return x
-    if isinstance(x, torch._subclasses.FakeTensor):
-        return x
-    return fake_mode.from_tensor(x.resolve_conj().resolve_neg() if x.dtype.is_complex else x)
+    if not isinstance(x, torch._subclasses.FakeTensor):
+        x = fake_mode.from_tensor(x.resolve_conj().resolve_neg() if x.dtype.is_complex else x)
+    if x.requires_grad:
+        with fake_mode:
+            x = x.detach()
+    return x
 
 
 def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphModule, Signature]:
     holder: dict[str, Any] = {}
 
     def flat_program(*args):
-        flat, holder["spec"] = tree_flatten(program(*args))
+        result = fx.Interpreter(program).run(*args) if isinstance(program, fx.GraphModule) else program(*args)
+        flat, holder["spec"] = tree_flatten(result)
         return flat
 
-    traced = make_fx(
-        torch.func.functionalize(flat_program, remove="mutations_and_views"),
-        tracing_mode="real",
-    )(*fake_inputs)
+    with fx_traceback.preserve_node_meta():
+        traced = make_fx(
+            torch.func.functionalize(flat_program, remove="mutations_and_views"),
+            tracing_mode="real",
+        )(*fake_inputs)
     mutated = _mutations_to_outputs(traced)
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
@@ -191,9 +198,10 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
             for i, new in zip(signature.mutated_inputs, mutated):
                 args[i].copy_(_leave(new, "complex") if isinstance(new, ComplexTensor) else new)
             return user
-        return user + [_leave(o, signature.input_layout) for o in mutated]
+        return user + [_leave(o, signature.output_layout) for o in mutated]
 
-    planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
+    with fx_traceback.preserve_node_meta():
+        planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
     if signature.input_layout == "complex":
         signature.mutated_inputs = []
     return planar

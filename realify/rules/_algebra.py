@@ -58,6 +58,10 @@ def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
     if bi is None:
         # real divisor: (a + b i) / c = a/c + (b/c) i
         return _div_real(ar, br), _div_real(ai, br)
+    if not isinstance(br, torch.Tensor) and not isinstance(bi, torch.Tensor):
+        # Python complex divisor: multiply by its reciprocal (computed in double precision)
+        inverse = 1 / complex(br, bi)
+        return cmul(ar, ai, inverse.real, inverse.imag)
     a = ar
     b = 0.0 if ai is None else ai
     c, d = br, bi

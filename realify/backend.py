@@ -1,0 +1,123 @@
+"""The torch.compile backend: ``torch.compile(fn, backend="realify")``.
+
+Dynamo hands over a graph that may hold complex tensors. realify decomposes it into a
+real-only graph (:func:`realify.decompose`) whose complex inputs arrive planar — one real
+``(2, *shape)`` tensor each, made by one copy pass — and whose complex outputs are computed
+straight into the interleaved ``(*shape, 2)`` layout, so that ``torch.view_as_complex`` turns
+them back into complex tensors for free. That real graph goes to the inner compiler (Inductor
+by default), which differentiates it for training: forward and backward are both real.
+Inputs the program mutated in place are written back after each call.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx as fx
+from torch.utils._pytree import tree_leaves, tree_unflatten
+
+from . import config
+from .decompose import decompose
+from .islands import island_call, islands_in
+
+log = logging.getLogger("realify")
+
+Inner = str | Callable[[fx.GraphModule, list], Callable]
+
+
+def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner: Inner = "inductor",
+                    strict: bool | None = None, **inner_options: Any) -> Callable:
+    """Dynamo backend: decompose complex values, hand the real graph to ``inner``."""
+    inner_fn = _resolve_inner(inner, inner_options)
+    if not _has_complex(gm, example_inputs):
+        return inner_fn(gm, list(example_inputs))
+    strict = config.strict if strict is None else strict
+    real_gm = decompose(gm, example_inputs, inputs="planar", outputs="interleaved",
+                        on_missing=functools.partial(island_call, strict=strict))
+    signature = real_gm.realify_signature
+    islands = islands_in(real_gm)
+    if islands:
+        log.warning("realify: %d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
+    real_examples = [_split(x) if c else x for x, c in zip(example_inputs, signature.input_complex)]
+    compiled = inner_fn(real_gm, real_examples)
+    return _Runtime(compiled, signature)
+
+
+class _Runtime:
+    """Calls the compiled real graph with complex inputs split and outputs merged."""
+
+    def __init__(self, compiled: Callable, signature):
+        self.compiled = compiled
+        self.signature = signature
+
+    def __call__(self, *args: Any) -> Any:
+        sig = self.signature
+        flat = [_split(a) if c else a for a, c in zip(args, sig.input_complex)]
+        outs = self.compiled(*flat)
+        n = sig.num_user_outputs
+        user = [_merge(o) if c else o for o, c in zip(outs[:n], sig.output_complex[:n])]
+        for i, new in zip(sig.mutated_inputs, outs[n:]):
+            target = args[i]
+            target.copy_(_merge(new) if target.dtype.is_complex else new)
+        return tree_unflatten(user, sig.out_spec)
+
+
+def _split(z: torch.Tensor) -> torch.Tensor:
+    """Complex (*shape) -> real (2, *shape), planar, in one copy pass (conj/neg views resolved by it)."""
+    if isinstance(z, torch._subclasses.FakeTensor) or z.dtype != torch.complex32:
+        return torch.stack([z.real, z.imag])
+    return torch.stack([z.real, z.imag])
+
+
+def _merge(x: torch.Tensor) -> torch.Tensor:
+    """Real (*shape, 2) interleaved -> complex (*shape), a view (no copy)."""
+    if x.dtype == torch.float16:
+        return torch.view_as_complex(x.float()).to(torch.complex32)
+    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
+        x = x.contiguous()
+    return torch.view_as_complex(x)
+
+
+def _has_complex(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    if any(isinstance(x, torch.Tensor) and x.dtype.is_complex for x in example_inputs):
+        return True
+    for node in gm.graph.nodes:
+        for v in tree_leaves(node.meta.get("example_value", node.meta.get("val"))):
+            if isinstance(v, torch.Tensor) and v.dtype.is_complex:
+                return True
+    return True if any(isinstance(a, complex) for n in gm.graph.nodes for a in tree_leaves((n.args, n.kwargs))) else False
+
+
+def _resolve_inner(inner: Inner, options: dict) -> Callable:
+    if callable(inner):
+        return functools.partial(inner, **options) if options else inner
+    if inner == "eager":
+        return lambda gm, example_inputs: gm.forward
+    if inner == "inductor":
+        from torch._inductor.compile_fx import compile_fx
+
+        return functools.partial(compile_fx, config_patches=options) if options else compile_fx
+    from torch._dynamo.backends.registry import lookup_backend
+
+    backend = lookup_backend(inner)
+    return functools.partial(backend, **options) if options else backend
+
+
+def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bool | None = None,
+            inner_options: dict | None = None, **torch_compile_options: Any) -> Callable:
+    """``torch.compile`` with the realify backend: ``realify.compile(fn, inner="inductor")``.
+
+    ``inner`` is the compiler that receives the real graph: ``"inductor"`` (default),
+    ``"eager"`` (no compilation, for testing), the name of any registered dynamo backend, or
+    a backend callable ``(gm, example_inputs) -> callable``. ``strict=True`` raises
+    :class:`~realify.MissingRuleError` for ops without a rule instead of eager islands.
+    Other keyword arguments go to ``torch.compile`` (``dynamic``, ``fullgraph``, ...).
+    """
+    backend = functools.partial(realify_backend, inner=inner, strict=strict, **(inner_options or {}))
+    functools.update_wrapper(backend, realify_backend)
+    if fn is None:
+        return lambda f: torch.compile(f, backend=backend, **torch_compile_options)
+    return torch.compile(fn, backend=backend, **torch_compile_options)

@@ -1,0 +1,157 @@
+"""Eager islands: a complex op with no planar rule runs as one opaque real-interface op.
+
+The island is a ``torch.library`` custom op whose inputs and outputs are real tensors (each
+complex operand travels as its real and imaginary parts), so the graph around it stays
+real-only and the inner compiler treats it as an extern call. Inside, the parts are joined,
+the original aten op runs eagerly on complex tensors, and the result is split again. Its
+backward is a second opaque op that recomputes the op under autograd.
+
+An island is correct but not fast; the compile backend warns once per op, and
+``realify.config.strict = True`` turns islands into :class:`MissingRuleError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import warnings
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from .tensor import ComplexTensor
+
+log = logging.getLogger("realify")
+_REGISTRY: dict[str, "_Island"] = {}
+_COUNTER = itertools.count()
+_WARNED: set[str] = set()
+
+
+@dataclasses.dataclass
+class _Island:
+    op: Any
+    spec: Any  # pytree spec of (args, kwargs) with tensor leaves replaced by slots
+    leaves: list[Any]  # non-tensor leaves, and for tensor slots: "c" (complex pair) or "r" (real)
+    out_spec: Any = None
+    out_kinds: list[str] | None = None
+
+    def join(self, tensors: list[torch.Tensor]) -> tuple[tuple, dict]:
+        it = iter(tensors)
+        leaves = []
+        for leaf in self.leaves:
+            if leaf == ("tensor", "c"):
+                re, im = next(it), next(it)
+                leaves.append(torch.complex(re, im) if re.dtype != torch.float16 else
+                              torch.complex(re.float(), im.float()).to(torch.complex32))
+            elif leaf == ("tensor", "r"):
+                leaves.append(next(it))
+            else:
+                leaves.append(leaf)
+        return tree_unflatten(leaves, self.spec)
+
+    def run(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        args, kwargs = self.join(tensors)
+        out = self.op(*args, **kwargs)
+        flat, self.out_spec = tree_flatten(out)
+        self.out_kinds = []
+        result = []
+        for x in flat:
+            if isinstance(x, torch.Tensor) and x.dtype.is_complex:
+                self.out_kinds.append("c")
+                parts = torch.view_as_real(x.resolve_conj() if x.dtype != torch.complex32 else x.to(torch.complex64))
+                result += [parts[..., 0].clone(), parts[..., 1].clone()]
+            else:
+                self.out_kinds.append("r")
+                result.append(x.clone() if isinstance(x, torch.Tensor) else torch.tensor(x))
+        return result
+
+
+@torch.library.custom_op("realify::eager_island", mutates_args=())
+def eager_island(key: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return _REGISTRY[key].run(tensors)
+
+
+@eager_island.register_fake
+def _(key, tensors):
+    return _REGISTRY[key].run(tensors)
+
+
+@torch.library.custom_op("realify::eager_island_backward", mutates_args=())
+def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    island = _REGISTRY[key]
+    with torch.enable_grad():
+        inputs = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
+        outs = island.run(inputs)
+        pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad]
+        wrt = [t for t in inputs if t.requires_grad]
+        got = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True) if pairs else [None] * len(wrt)
+    got = iter(got)
+    return [_grad_or_zeros(next(got), t) if t.requires_grad else torch.zeros_like(t) for t in inputs]
+
+
+def _grad_or_zeros(g, t):
+    return torch.zeros_like(t) if g is None else g
+
+
+@eager_island_backward.register_fake
+def _(key, tensors, grads):
+    return [torch.empty_like(t) for t in tensors]
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.key, tensors = inputs
+    ctx.save_for_backward(*tensors)
+
+
+def _backward(ctx, grads):
+    tensors = list(ctx.saved_tensors)
+    filled = list(grads)
+    if any(g is None for g in filled):
+        shapes = eager_island(ctx.key, tensors)
+        filled = [torch.zeros_like(s) if g is None else g for s, g in zip(shapes, filled)]
+    return None, eager_island_backward(ctx.key, tensors, filled)
+
+
+eager_island.register_autograd(_backward, setup_context=_setup_context)
+
+
+def island_call(op, args: tuple, kwargs: dict, node=None, *, strict: bool = False):
+    """Emit an eager island for ``op`` (called while tracing in the decompose engine)."""
+    from .errors import MissingRuleError
+    from .decompose import _where
+
+    where = _where(node)
+    if strict:
+        raise MissingRuleError(op, where=where, detail="strict mode forbids eager islands")
+    name = str(op)
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"realify: {name} has no planar rule; it runs as an eager island (an opaque call on "
+                      f"complex tensors) at {where}", stacklevel=2)
+    log.info("eager island for %s at %s", name, where)
+    leaves, spec = tree_flatten((args, kwargs))
+    tensors: list[torch.Tensor] = []
+    kinds: list[Any] = []
+    for leaf in leaves:
+        if isinstance(leaf, ComplexTensor):
+            kinds.append(("tensor", "c"))
+            tensors += [leaf.re, leaf.im]
+        elif isinstance(leaf, torch.Tensor):
+            kinds.append(("tensor", "r"))
+            tensors.append(leaf)
+        else:
+            kinds.append(leaf)
+    key = f"{name}#{next(_COUNTER)}"
+    island = _REGISTRY[key] = _Island(op, spec, kinds)
+    flat_out = torch.ops.realify.eager_island(key, tensors)
+    it = iter(flat_out)
+    outs = [ComplexTensor(next(it), next(it)) if kind == "c" else next(it) for kind in island.out_kinds]
+    return tree_unflatten(outs, island.out_spec)
+
+
+def islands_in(gm: torch.fx.GraphModule) -> list[str]:
+    """The ops that run as eager islands in a decomposed graph."""
+    return [n.args[0].rsplit("#", 1)[0] for n in gm.graph.nodes
+            if n.op == "call_function" and n.target is torch.ops.realify.eager_island.default]

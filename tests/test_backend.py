@@ -1,0 +1,254 @@
+"""The torch.compile backend: forward and backward real-only, mutation, inputs of every kind."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import realify
+from backend_support import RecordingInner
+
+C64, C128 = torch.complex64, torch.complex128
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    yield
+    torch._dynamo.reset()
+
+
+def docs_example(a, b):
+    c = a + b
+    d = a * b
+    return torch.atan(torch.cos(d) / torch.sin(c))
+
+
+@pytest.mark.parametrize("shape", [(5, 1), (1 << 16,)])
+def test_docs_example_inductor(shape):
+    a, b = torch.randn(shape, dtype=C64), torch.randn(shape, dtype=C64)
+    out = torch.compile(docs_example, backend="realify")(a, b)
+    torch.testing.assert_close(out, docs_example(a, b), rtol=1e-4, atol=1e-5)
+
+
+def test_backend_name_resolves_through_entry_point():
+    from torch._dynamo.backends.registry import lookup_backend
+
+    assert lookup_backend("realify") is realify.backend.realify_backend
+
+
+def test_no_complex_reaches_inner_forward_or_backward():
+    rec = RecordingInner()
+    a = torch.randn(6, 3, dtype=C64, requires_grad=True)
+    b = torch.randn(6, 3, dtype=C64, requires_grad=True)
+
+    def loss(a, b):
+        return (a * b + a.conj() / (b + 2)).abs().sum()
+
+    out = realify.compile(loss, inner=rec)(a, b)
+    out.backward()
+    ga, gb = a.grad.clone(), b.grad.clone()
+    a.grad = b.grad = None
+    loss(a, b).backward()
+    assert {"dynamo", "forward", "backward"} <= rec.kinds()
+    assert rec.complex_nodes() == []
+    torch.testing.assert_close(ga, a.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(gb, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def rotary(q, k, freqs):
+    # LLaMA: q, k (batch, seq, heads, dim) real; freqs (seq, dim/2) complex
+    qc = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))
+    kc = torch.view_as_complex(k.float().reshape(*k.shape[:-1], -1, 2))
+    f = freqs[None, :, None, :]
+    return torch.view_as_real(qc * f).flatten(3), torch.view_as_real(kc * f).flatten(3)
+
+
+def rotary_freqs(seq, dim, theta=10000.0):
+    inv = 1.0 / theta ** (torch.arange(0, dim, 2).float() / dim)
+    angles = torch.outer(torch.arange(seq).float(), inv)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_rotary_embedding_forward_backward(inner):
+    q = torch.randn(2, 16, 4, 32, requires_grad=True)
+    k = torch.randn(2, 16, 4, 32, requires_grad=True)
+    freqs = rotary_freqs(16, 32)
+    oq, ok = realify.compile(rotary, inner=inner)(q, k, freqs)
+    (oq.square().sum() + (ok * 3).sin().sum()).backward()
+    gq, gk = q.grad.clone(), k.grad.clone()
+    q.grad = k.grad = None
+    eq, ek = rotary(q, k, freqs)
+    (eq.square().sum() + (ek * 3).sin().sum()).backward()
+    torch.testing.assert_close(oq, eq)
+    torch.testing.assert_close(ok, ek)
+    torch.testing.assert_close(gq, q.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(gk, k.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_pow_real_grad_wrt_real_parts(inner):
+    def f(x, y):
+        return (x + 1j * y).pow(4).real.sum()
+
+    x = torch.randn(10, requires_grad=True)
+    y = torch.randn(10, requires_grad=True)
+    out = realify.compile(f, inner=inner)(x, y)
+    gx, gy = torch.autograd.grad(out, (x, y))
+    ex, ey = torch.autograd.grad(f(x, y), (x, y))
+    torch.testing.assert_close(out, f(x, y), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(gx, ex, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(gy, ey, rtol=1e-4, atol=1e-4)
+
+
+class ModReLU(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bias = nn.Parameter(torch.full((features,), -0.1))
+
+    def forward(self, z):
+        magnitude = z.abs()
+        return torch.relu(magnitude + self.bias) * z / magnitude
+
+
+class ComplexMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16, dtype=C64)
+        self.act = ModReLU(16)
+        self.fc2 = nn.Linear(16, 4, dtype=C64)
+
+    def forward(self, z):
+        return self.fc2(self.act(self.fc1(z))).abs()
+
+
+def _train(model, step_fn, data, target, steps=5):
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(step_fn(data), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_complex_mlp_trains_like_eager(inner):
+    torch.manual_seed(1)
+    eager_model = ComplexMLP()
+    compiled_model = ComplexMLP()
+    compiled_model.load_state_dict(eager_model.state_dict())
+    data = torch.randn(32, 8, dtype=C64)
+    target = torch.rand(32, 4)
+    eager_losses = _train(eager_model, eager_model, data, target)
+    compiled_losses = _train(compiled_model, realify.compile(compiled_model, inner=inner), data, target)
+    torch.testing.assert_close(torch.tensor(compiled_losses), torch.tensor(eager_losses), rtol=1e-4, atol=1e-6)
+    for (name, p), q in zip(compiled_model.named_parameters(), eager_model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def _mutators():
+    def mul_(z, w):
+        z.mul_(w)
+        return z.abs()
+
+    def add_1j(z, w):
+        z.add_(1j)
+        return z * w
+
+    def index_put(z, w):
+        z[1:3] = w[:2] * 2
+        return z.sum()
+
+    def through_view_as_real(z, w):
+        torch.view_as_real(z)[..., 0].mul_(2)
+        return w + 1
+
+    def through_view_as_complex(z, w):
+        x = torch.view_as_real(w)
+        torch.view_as_complex(x).mul_(1j)
+        return z
+
+    return [mul_, add_1j, index_put, through_view_as_real, through_view_as_complex]
+
+
+@pytest.mark.parametrize("fn", _mutators(), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_mutation_matches_eager(fn, inner):
+    z = torch.randn(5, dtype=C64)
+    w = torch.randn(5, dtype=C64)
+    z1, w1, z2, w2 = z.clone(), w.clone(), z.clone(), w.clone()
+    out = realify.compile(fn, inner=inner)(z1, w1)
+    expected = fn(z2, w2)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(z1, z2)
+    torch.testing.assert_close(w1, w2)
+
+
+def _input_kinds():
+    z = torch.randn(4, 3, dtype=C64)
+    return {
+        "conj_view": (lambda a: a * 2 + 1j, (z.conj(),)),
+        "neg_view": (lambda a: a + 1, (torch._neg_view(z),)),
+        "transposed": (lambda a: a * a, (z.t(),)),
+        "strided": (lambda a: a + a, (torch.randn(8, 6, dtype=C64)[::2, ::2],)),
+        "zero_dim": (lambda a: a * 3j, (torch.tensor(1 + 2j),)),
+        "zero_size": (lambda a: a * 2, (torch.randn(0, 3, dtype=C64),)),
+        "complex128": (lambda a: a / (a + 1), (z.to(C128),)),
+        "real_and_complex": (lambda a, x: a * x + x, (z, torch.randn(4, 3))),
+        "python_complex": (lambda a: (2j - a) * (1 + 1j) / 3j, (z,)),
+        "real_to_complex": (lambda x: torch.polar(x.abs(), x) * 1j, (torch.randn(6),)),
+        "nested_outputs": (lambda a: {"z": (a * 2, [a.abs()]), "r": a.real}, (z,)),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_input_kinds()))
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_input_kinds(kind, inner):
+    fn, args = _input_kinds()[kind]
+    rec = RecordingInner() if inner == "eager" else "inductor"
+    out = realify.compile(fn, inner=rec)(*args)
+    torch.testing.assert_close(out, fn(*args))
+    if inner == "eager":
+        assert rec.complex_nodes() == []
+
+
+def test_unsupported_op_runs_as_eager_island_with_warning():
+    def f(z):
+        return torch.linalg.eigvals(z * 2) + 1
+
+    z = torch.randn(3, 3, dtype=C64)
+    rec = RecordingInner()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = realify.compile(f, inner=rec)(z)
+    torch.testing.assert_close(torch.sort(out.real).values, torch.sort(f(z).real).values, rtol=1e-4, atol=1e-4)
+    assert any("linalg_eig" in str(w.message) and "eager island" in str(w.message) for w in caught)
+    assert rec.complex_nodes() == []
+
+
+def test_strict_mode_names_the_op():
+    def f(z):
+        return torch.linalg.eigvals(z)
+
+    with pytest.raises(Exception, match="linalg_eig"):
+        realify.compile(f, inner="eager", strict=True)(torch.randn(3, 3, dtype=C64))
+
+
+def test_config_patch_gemm_switch_recompiles_equal_results():
+    a = torch.randn(16, 16, dtype=C64)
+    b = torch.randn(16, 16, dtype=C64)
+    results = []
+    for m in (3, 4):
+        torch._dynamo.reset()
+        with realify.config.patch(gemm_multiplications=m):
+            results.append(realify.compile(torch.mm, inner="eager")(a, b))
+    for r in results:
+        torch.testing.assert_close(r, a @ b, rtol=1e-4, atol=1e-4)
