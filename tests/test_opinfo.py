@@ -6,25 +6,34 @@ from __future__ import annotations
 import pytest
 import torch
 
-from known_failures import DECOMPOSE, EAGER
-from opinfo_support import (DTYPES, NONDETERMINISTIC, assert_matches, call_sample, complex_ops, op_id,
-                            run_decompose, run_eager_complex_tensor, samples)
+from known_failures import COMPILE, DECOMPOSE, EAGER, INDUCTOR
+from realify.opinfo import (DTYPES, NONDETERMINISTIC, assert_matches, call_sample, complex_ops, op_id,
+                            run_compile, run_decompose, run_eager_complex_tensor, run_inductor, samples)
 
-FRONT_ENDS = {"eager": (run_eager_complex_tensor, EAGER), "decompose": (run_decompose, DECOMPOSE)}
+# front end -> (runner, known failures, dtypes, extra marks)
+FRONT_ENDS = {
+    "eager": (run_eager_complex_tensor, EAGER, DTYPES, []),
+    "decompose": (run_decompose, DECOMPOSE, DTYPES, []),
+    # the backend adds dynamo capture on top of decompose: complex64 keeps CI time reasonable
+    "compile": (run_compile, COMPILE, DTYPES[:1], []),
+    "inductor": (run_inductor, INDUCTOR, DTYPES[:1], [pytest.mark.slow]),
+}
 
 
 def _params():
-    for front_end, (_, known) in FRONT_ENDS.items():
+    for front_end, (_, known, dtypes, marks) in FRONT_ENDS.items():
         for op in complex_ops():
             name = op_id(op)
-            marks = [pytest.mark.xfail(reason=known[name], strict=True)] if name in known else []
-            for dtype in DTYPES:
-                yield pytest.param(front_end, op, dtype, id=f"{front_end}-{name}-{str(dtype)[6:]}", marks=marks)
+            op_marks = list(marks)
+            if name in known:
+                op_marks.append(pytest.mark.xfail(reason=known[name], strict=True))
+            for dtype in dtypes:
+                yield pytest.param(front_end, op, dtype, id=f"{front_end}-{name}-{str(dtype)[6:]}", marks=op_marks)
 
 
 @pytest.mark.parametrize("front_end,op,dtype", list(_params()))
 def test_op(front_end, op, dtype):
-    run, _ = FRONT_ENDS[front_end]
+    run = FRONT_ENDS[front_end][0]
     cases = samples(op, dtype)
     if not cases:
         pytest.skip(f"OpInfo gives no {dtype} samples for {op_id(op)} on CPU")

@@ -1,5 +1,6 @@
-"""Shared machinery of the OpInfo table tests: which ops, how to run a sample through each
-front end, and how to compare with eager complex PyTorch."""
+"""OpInfo runners: which ops, how to run a sample through each front end, and how to compare
+with eager complex PyTorch. Used by the table tests and by ``python -m realify coverage``.
+Needs the test extras (``torch.testing._internal`` imports ``expecttest``)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,36 @@ def run_decompose(op, sample) -> Any:
     gm = realify.decompose(program, tensors)
     out = gm(*tensors)
     return tree_unflatten(out, gm.realify_signature.out_spec)
+
+
+def run_compile(op, sample, inner: Any = "eager") -> Any:
+    """Front end (c): torch.compile with the realify backend (strict: no eager islands)."""
+    import realify
+
+    tensors, rebuild = flatten_sample(sample)
+
+    def program(*ts):
+        inp, args, kwargs = rebuild(list(ts))
+        return op(inp, *args, **kwargs)
+
+    compiled_graphs = []
+
+    def backend(gm, example_inputs):
+        compiled_graphs.append(gm)
+        return realify.realify_backend(gm, example_inputs, inner=inner, strict=True)
+
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(program, backend=backend, dynamic=False)(*tensors)
+    finally:
+        torch._dynamo.reset()
+    if not compiled_graphs:
+        raise AssertionError("dynamo captured no graph for this op, so nothing was compiled")
+    return out
+
+
+def run_inductor(op, sample) -> Any:
+    return run_compile(op, sample, inner="inductor")
 
 
 def _tolerance(dtype: torch.dtype) -> dict:
