@@ -133,7 +133,7 @@ def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_
             memory_format=None):
     re, im = parts(self)
     target = dtype or self.dtype
-    kw = dict(device=device, memory_format=memory_format)
+    kw = {k: v for k, v in dict(device=device, memory_format=memory_format).items() if v is not None}
     if target.is_complex:
         rd = real_dtype(target)
         re = re.to(rd, **kw)

@@ -1,0 +1,138 @@
+"""ComplexTensor, the rule table and decompose: behaviour that the OpInfo table does not cover."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import realify
+from realify import ComplexTensor
+from realify.rules import register
+
+C64, C128 = torch.complex64, torch.complex128
+
+
+def docs_example(a, b):
+    c = a + b
+    d = a * b
+    return torch.atan(torch.cos(d) / torch.sin(c))
+
+
+@pytest.mark.parametrize("shape", [(5, 1), (1 << 20,)])
+def test_docs_example_through_decompose(shape):
+    torch.manual_seed(0)
+    a, b = torch.randn(shape, dtype=C64), torch.randn(shape, dtype=C64)
+    gm = realify.decompose(docs_example, [a, b])
+    (out,) = gm(a, b)
+    torch.testing.assert_close(out, docs_example(a, b), rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("real,cplx", [(torch.float16, torch.complex32), (torch.float32, C64), (torch.float64, C128)])
+def test_complex_tensor_dtype_shape_and_roundtrip(real, cplx):
+    re, im = torch.randn(3, 4).to(real), torch.randn(3, 4).to(real)
+    z = ComplexTensor(re, im)
+    assert z.dtype == cplx and z.shape == (3, 4) and z.device == re.device
+    back = z.to_complex()
+    assert type(back) is torch.Tensor and back.dtype == cplx
+    torch.testing.assert_close(back.real, re)
+    torch.testing.assert_close(back.imag, im)
+    assert "ComplexTensor" in repr(z)
+
+
+def test_from_complex_resolves_conj_views():
+    z = torch.randn(4, dtype=C64)
+    ct = ComplexTensor.from_complex(z.conj())
+    torch.testing.assert_close(ct.to_complex(), z.conj().resolve_conj())
+
+
+def test_bad_parts_name_the_problem():
+    with pytest.raises(TypeError, match="float16/float32/float64"):
+        ComplexTensor(torch.arange(3), torch.arange(3))
+    with pytest.raises(ValueError, match="one shape"):
+        ComplexTensor(torch.randn(3), torch.randn(4))
+
+
+def test_gradients_flow_through_parts():
+    re = torch.randn(5, requires_grad=True)
+    im = torch.randn(5, requires_grad=True)
+    z = ComplexTensor(re, im)
+    loss = (z * z).abs().sum()
+    loss.backward()
+    zc = torch.complex(re.detach(), im.detach()).requires_grad_()
+    (zc * zc).abs().sum().backward()
+    torch.testing.assert_close(re.grad, zc.grad.real)
+    torch.testing.assert_close(im.grad, zc.grad.imag)
+
+
+def test_flatten_unflatten_and_make_fx():
+    z = ComplexTensor(torch.randn(3), torch.randn(3))
+    names, ctx = z.__tensor_flatten__()
+    rebuilt = ComplexTensor.__tensor_unflatten__({n: getattr(z, n) for n in names}, ctx, z.shape, z.stride())
+    torch.testing.assert_close(rebuilt.to_complex(), z.to_complex())
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda re, im: (ComplexTensor(re, im) * 2j).re)(torch.randn(3), torch.randn(3))
+    assert all(not (n.meta.get("val") is not None and n.meta["val"].dtype.is_complex)
+               for n in gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor))
+
+
+def test_duplicate_registration_raises():
+    with pytest.raises(realify.RuleConflictError, match="already has the rule"):
+        register(torch.ops.aten.mul.Tensor)(lambda *a: None)
+
+
+def test_missing_rule_names_op_and_line():
+    def program(z):
+        return torch.linalg.eigvals(z)  # no planar rule
+
+    with pytest.raises(realify.MissingRuleError, match=r"linalg_eig.*\n.*at:"):
+        realify.decompose(program, [torch.randn(3, 3, dtype=C64)])
+
+
+@pytest.mark.parametrize("inputs,outputs", [("complex", "complex"), ("planar", "planar"),
+                                            ("interleaved", "interleaved"), ("planar", "interleaved")])
+def test_layouts_and_mutation_write_back(inputs, outputs):
+    def program(z, w):
+        z.mul_(w)
+        return z + 1j
+
+    z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
+    expected_z = z * w
+    expected_out = expected_z + 1j
+    gm = realify.decompose(program, [z, w], inputs=inputs, outputs=outputs)
+    sig = gm.realify_signature
+    for node in gm.graph.nodes:
+        if node.op not in ("placeholder", "output") and inputs != "complex":
+            assert not (isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].dtype.is_complex)
+
+    def enter(x):
+        if inputs == "planar":
+            return torch.stack([x.real, x.imag])
+        if inputs == "interleaved":
+            return torch.view_as_real(x).clone()
+        return x.clone()
+
+    def leave(x):
+        if outputs == "planar":
+            return torch.complex(x[0], x[1])
+        if outputs == "interleaved":
+            return torch.view_as_complex(x.contiguous())
+        return x
+
+    args = [enter(z), enter(w)]
+    outs = gm(*args)
+    torch.testing.assert_close(leave(outs[0]), expected_out)
+    if inputs == "complex":
+        torch.testing.assert_close(args[0], expected_z)  # written back in the graph
+        assert sig.mutated_inputs == []
+    else:
+        assert sig.mutated_inputs == [0]
+        torch.testing.assert_close(leave(outs[1]), expected_z)
+
+
+def test_casts_out_of_complex_are_real():
+    z = ComplexTensor(torch.randn(3), torch.randn(3))
+    for cast in (lambda t: t.real, lambda t: t.abs(), lambda t: t.to(torch.float32), lambda t: t.angle()):
+        out = cast(z)
+        assert not out.dtype.is_complex and not isinstance(out, ComplexTensor)
