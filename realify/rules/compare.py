@@ -1,0 +1,153 @@
+"""Predicates, comparisons and selection on complex operands.
+
+A complex number is nan/inf when either part is, finite when both are; equal when both parts
+are; "true" (logical ops) when either part is nonzero. Predicates and comparisons return real
+bool tensors. Selection (where, masked_fill, fill) acts on both parts with the same mask.
+(Truth reductions ``all``/``any`` live with the reductions.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import register
+from ._planar import complex_like, parts, result_dtype
+from .._dtypes import real_dtype
+from ..tensor import ComplexTensor
+
+aten = torch.ops.aten
+
+
+def _zero_if_none(p):
+    return 0.0 if p is None else p
+
+
+def _either(op):
+    """Predicate true when ``op`` holds for the real or the imaginary part."""
+
+    def rule(self):
+        re, im = parts(self)
+        return op(re) if im is None else op(re) | op(im)
+
+    rule.__name__ = f"either_{op.__name__}"
+    return rule
+
+
+register(aten.isnan.default)(_either(torch.isnan))  # nan when either part is nan
+register(aten.isinf.default)(_either(torch.isinf))  # inf when either part is inf (the other may be nan)
+
+
+@register(aten.isfinite.default)
+def isfinite(self):
+    # finite when both parts are finite
+    re, im = parts(self)
+    return torch.isfinite(re) if im is None else torch.isfinite(re) & torch.isfinite(im)
+
+
+@register(aten.isposinf.default, aten.isneginf.default)
+def isposinf(self):
+    raise RuntimeError("isposinf/isneginf do not support complex inputs (eager PyTorch rejects them too); "
+                       "use torch.isinf(z.real) or torch.isinf(z.imag)")
+
+
+def _equal_parts(self, other):
+    rd = real_dtype(result_dtype(self, other))
+    (ar, ai), (br, bi) = parts(self, rd), parts(other, rd)
+    return ar == br, torch.as_tensor(_zero_if_none(ai) == _zero_if_none(bi))
+
+
+@register(aten.eq.Tensor, aten.eq.Scalar)
+def eq(self, other):
+    # a + bi == c + di  <=>  a == c and b == d  (nan in either part: not equal)
+    re_eq, im_eq = _equal_parts(self, other)
+    return re_eq & im_eq
+
+
+@register(aten.ne.Tensor, aten.ne.Scalar)
+def ne(self, other):
+    # a + bi != c + di  <=>  a != c or b != d
+    re_eq, im_eq = _equal_parts(self, other)
+    return ~(re_eq & im_eq)
+
+
+@register(aten.nan_to_num.default)
+def nan_to_num(self, nan=None, posinf=None, neginf=None):
+    # applied to each part separately, as eager does
+    re, im = parts(self)
+    return ComplexTensor(torch.nan_to_num(re, nan, posinf, neginf), torch.nan_to_num(im, nan, posinf, neginf))
+
+
+# ---- selection --------------------------------------------------------------------------
+
+
+def _select(condition, a, b, dtype):
+    """where(condition, a, b) of two complex-or-real operands, as a ComplexTensor of ``dtype``."""
+    rd = real_dtype(dtype)
+    (ar, ai), (br, bi) = parts(a, rd), parts(b, rd)
+    like = next(t for t in (condition, ar, br) if isinstance(t, torch.Tensor))
+
+    def part(p):
+        return torch.as_tensor(_zero_if_none(p), dtype=rd, device=like.device)
+
+    re = torch.where(condition, part(ar), part(br))
+    im = torch.where(condition, part(ai), part(bi))
+    return complex_like(re, im, dtype)
+
+
+@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def where(condition, self, other):
+    # where(c, a + bi, x + yi) = where(c, a, x) + where(c, b, y) i
+    return _select(condition, self, other, result_dtype(self, other))
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(self, mask, value):
+    # the fill value (possibly complex) where mask holds; the dtype stays self's
+    return _select(mask, value, self, self.dtype)
+
+
+@register(aten.fill.Scalar, aten.fill.Tensor)
+def fill(self, value):
+    re, im = parts(self)
+    vr, vi = parts(value, re.dtype)
+    return complex_like(torch.zeros_like(re) + vr, torch.zeros_like(im) + _zero_if_none(vi), self.dtype)
+
+
+@register(aten.zero.default)
+def zero(self):
+    re, im = parts(self)
+    return ComplexTensor(torch.zeros_like(re), torch.zeros_like(im))
+
+
+# ---- logical ops: a complex number is true when either part is nonzero --------------------
+
+
+def _truth(x):
+    re, im = parts(x)
+    if not isinstance(re, torch.Tensor):
+        return bool(re) or bool(im)
+    return re != 0 if im is None else (re != 0) | (im != 0)
+
+
+def _logical(op):
+    def rule(self, other):
+        return op(torch.as_tensor(_truth(self)), torch.as_tensor(_truth(other)))
+
+    rule.__name__ = op.__name__
+    return rule
+
+
+register(aten.logical_and.default)(_logical(torch.logical_and))
+register(aten.logical_or.default)(_logical(torch.logical_or))
+register(aten.logical_xor.default)(_logical(torch.logical_xor))
+
+
+@register(aten.logical_not.default)
+def logical_not(self):
+    return ~_truth(self)
+
+
+@register(aten.allclose.default)
+def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    # all(isclose(a, b)) as a Python bool: depends on the data, so it runs eagerly only
+    return bool(torch.isclose(self, other, rtol, atol, equal_nan).all())

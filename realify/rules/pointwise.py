@@ -1,0 +1,521 @@
+"""Transcendental pointwise functions: exp/log families, powers, trigonometric and hyperbolic
+functions and their inverses, sigmoid, logaddexp, sinc.
+
+The reference is eager PyTorch, whose CPU kernels call the C library (glibc: C99 Annex G)
+or c10's own formulas (log1p, expm1, log2, logaddexp, sinc). Each kernel below works on the
+planar parts ``(x, y)`` of ``z = x + iy`` and follows the same special values (inf, nan, signed
+zeros, branch cuts), while avoiding intermediate overflow (exp(x) or sinh(x) alone overflowing
+where the product with cos y does not) and loss of relative precision near 0 and near |z| = 1.
+
+Functions that C99 defines through one another keep doing so, so that their signed zeros
+agree with eager: sin z = -i sinh(iz), cos z = cosh(iz), tan z = -i tanh(iz),
+asinh z = -i asin(iz), atan z = -i atanh(iz); with iz = -y + ix and w = A + Bi,
+-i w = B - Ai.
+
+Branch selection always uses the "double where": the lanes a branch does not own are fed a
+harmless input (0 or 1), so that an unselected inf/nan never turns a gradient into NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from . import register
+from ._algebra import cdiv, cmul
+from ._planar import complex_like, parts, result_dtype
+from .._dtypes import real_dtype
+from ..tensor import ComplexTensor
+
+aten = torch.ops.aten
+
+LN2 = math.log(2.0)
+LN10 = math.log(10.0)
+PI = math.pi
+HALF_PI = math.pi / 2
+
+
+# ---- operands ---------------------------------------------------------------------------
+
+
+def _xy(z, rd=None):
+    """Planar parts of a complex operand as two tensors (a real operand gets a +0 imaginary part,
+    as eager promotes it before calling the complex kernel)."""
+    x, y = parts(z, rd)
+    if y is None:
+        y = torch.zeros_like(x)
+    return x, y
+
+
+def _unary(op, kernel):
+    """Register ``op(self)`` as the planar kernel ``(x, y) -> (re, im)``."""
+
+    def rule(self):
+        return ComplexTensor(*kernel(*_xy(self)))
+
+    rule.__name__ = op.__name__
+    register(op.default)(rule)
+
+
+def _rotated(kernel):
+    """The kernel of -i f(iz): iz = -y + ix, and -i (A + Bi) = B - Ai."""
+
+    def rotated(x, y):
+        a, b = kernel(-y, x)
+        return b, -a
+
+    return rotated
+
+
+def _log_max(t: torch.Tensor) -> float:
+    """log of the largest finite value of t's dtype (exp overflows beyond it)."""
+    return math.log(torch.finfo(t.dtype).max)
+
+
+def _mantissa_bits(fi: torch.finfo) -> int:
+    return round(-math.log2(fi.eps))
+
+
+def _copysign0(sign_of: torch.Tensor) -> torch.Tensor:
+    """±0 with the sign of ``sign_of``."""
+    return torch.copysign(torch.zeros_like(sign_of), sign_of)
+
+
+# ---- exp, log, sqrt ---------------------------------------------------------------------
+
+
+def _scaled_exp(x: torch.Tensor):
+    """c -> exp(x) * c, also where exp(x) overflows but the product does not: beyond
+    log(max) it is (exp(x/2) c) exp(x/2); one exp either way."""
+    big = x > _log_max(x)
+    e = torch.exp(torch.where(big, 0.5 * x, x))
+    return lambda c: torch.where(big, (e * c) * e, e * c)
+
+
+def _cexp(x, y):
+    # exp(x + iy) = e^x cos y + (e^x sin y) i
+    # y = ±0: exactly e^x ± 0i (no inf * 0 = nan for large x: exp(100+0j) = inf+0j);
+    # x = ±inf with y = inf/nan: +inf + nan i, or ±0 ± 0i (C99 G.6.3.1, glibc)
+    times = _scaled_exp(x)
+    re = times(torch.cos(y))
+    im = torch.where(y == 0, y, times(torch.sin(y)))
+    inf_x = torch.isinf(x) & ~torch.isfinite(y)
+    re = torch.where(inf_x, torch.where(x > 0, x, 0.0), re)
+    im = torch.where(inf_x, torch.where(x > 0, y - y, _copysign0(y)), im)
+    return re, im
+
+
+def _log_abs(x, y):
+    """log|x + iy|: log(hypot) with exact power-of-2 scaling for huge and subnormal |z|;
+    near |z| = 1, 0.5 log1p((m-1)(m+1) + n^2) (m = max(|x|,|y|), n = min) keeps the relative
+    precision of the small result."""
+    fi = torch.finfo(x.dtype)
+    ax, ay = torch.abs(x), torch.abs(y)
+    m, n = torch.maximum(ax, ay), torch.minimum(ax, ay)
+    up = 2.0 ** (_mantissa_bits(fi) + 2)
+    scale = torch.where(m < fi.tiny, up, torch.where(m > fi.max / 4, 0.25, 1.0))
+    h = torch.hypot(x * scale, y * scale)
+    far = torch.log(h) - torch.log(scale)
+    near = (m > 0.5) & (m < 2.0) & (n < 1.0)
+    ms, ns = torch.where(near, m, 1.0), torch.where(near, n, 0.0)
+    close = 0.5 * torch.log1p((ms - 1.0) * (ms + 1.0) + ns * ns)
+    return torch.where(near, close, far)
+
+
+def _clog(x, y):
+    # log(x + iy) = log|z| + atan2(y, x) i   (branch cut on the negative real axis: ±0 picks ±pi)
+    return _log_abs(x, y), torch.atan2(y, x)
+
+
+def _csqrt(x, y):
+    # Kahan: t = sqrt((|x| + hypot(x, y)) / 2);
+    #   x >= 0: sqrt z = t + (y / 2t) i;   x < 0: sqrt z = |y| / 2t + copysign(t, y) i
+    # scaled by 1/4 (t x 2) near the float max and by 4^k (t x 2^-k) for subnormals;
+    # z = ±0 ± 0i gives +0 ± 0i; y = ±inf gives +inf ± inf i for every x (C99 G.6.4.2)
+    fi = torch.finfo(x.dtype)
+    ax = torch.abs(x)
+    m = torch.maximum(ax, torch.abs(y))
+    k = (_mantissa_bits(fi) + 3) // 2
+    scale = torch.where(m < fi.tiny, 4.0**k, torch.where(m > fi.max / 4, 0.25, 1.0))
+    back = torch.where(m < fi.tiny, 2.0**-k, torch.where(m > fi.max / 4, 2.0, 1.0))
+    t = torch.sqrt((ax * scale + torch.hypot(x * scale, y * scale)) * 0.5) * back
+    zero = t == 0
+    half = y / (2.0 * torch.where(zero, 1.0, t))
+    right = x >= 0
+    re = torch.where(right, t, torch.abs(half))
+    im = torch.where(right, half, torch.copysign(t, y))
+    inf_y = torch.isinf(y)
+    re = torch.where(inf_y, torch.abs(y), re)
+    im = torch.where(inf_y, y, im)
+    return re, im
+
+
+def _crecip(x, y):
+    # 1 / (x + iy), Smith's division as eager's complex division
+    return cdiv(torch.ones_like(x), None, x, y)
+
+
+def _crsqrt(x, y):
+    # rsqrt z = 1 / sqrt z  (eager: one divided by the complex sqrt)
+    return _crecip(*_csqrt(x, y))
+
+
+def _clog1p(x, y):
+    # eager's CPU formula (c10, after numpy and Kahan): u = 1 + z, then
+    #   log1p z = z where u == 1;  log u where u - 1 == z exactly;
+    #   otherwise log(u) * (z / (u - 1)): the quotient corrects the rounding of 1 + z,
+    # so |z| ~ 1e-8 keeps full relative precision
+    ux = 1.0 + x
+    dx = ux - 1.0
+    one = (ux == 1) & (y == 0)
+    exact = (dx == x) & (y == y)
+    lr, li = _clog(ux, y)
+    qr, qi = cdiv(x, y, torch.where(one, 1.0, dx), y)
+    cr, ci = cmul(lr, li, qr, qi)
+    re = torch.where(one, x, torch.where(exact, lr, cr))
+    im = torch.where(one, y, torch.where(exact, li, ci))
+    return re, im
+
+
+def _cexpm1(x, y):
+    # expm1(z) = (expm1(x) cos y - 2 sin^2(y/2)) + (e^x sin y) i   (c10's formula: no cancellation
+    # near 0); y = ±0 gives exactly ±0i; beyond log(max), expm1(x) = e^x (scaled, no overflow)
+    times = _scaled_exp(x)
+    big = x > _log_max(x)
+    s = torch.sin(0.5 * y)
+    re = torch.where(big, times(torch.cos(y)), torch.expm1(torch.where(big, 0.0, x)) * torch.cos(y) - 2.0 * s * s)
+    im = torch.where(y == 0, y, times(torch.sin(y)))
+    return re, im
+
+
+def _cexp2(x, y):
+    # 2^z = exp(z ln 2)  (eager: exp of ln2 * z)
+    return _cexp(LN2 * x, LN2 * y)
+
+
+def _clog_base(base_log: float):
+    def kernel(x, y):
+        # log_b z = log z / ln b, each part divided by the real ln b
+        re, im = _clog(x, y)
+        return re / base_log, im / base_log
+
+    return kernel
+
+
+# ---- hyperbolic and trigonometric --------------------------------------------------------
+
+
+def _hyp_times(x, c, odd: bool):
+    """sinh(x) c (odd) or cosh(x) c, with no overflow of sinh/cosh where the product is finite:
+    beyond log(max), |sinh x| = cosh x = e^|x| / 2, computed as (e^(|x|/2) c/2) e^(|x|/2)."""
+    ax = torch.abs(x)
+    big = ax > _log_max(x) - LN2
+    xs = torch.where(big, 0.0, x)
+    plain = (torch.sinh(xs) if odd else torch.cosh(xs)) * c
+    e = torch.exp(torch.where(big, 0.5 * ax, 0.0))
+    scaled = (e * (0.5 * c)) * e
+    if odd:
+        scaled = torch.where(x < 0, -scaled, scaled)
+    return torch.where(big, scaled, plain)
+
+
+def _nonfinite_inf_x(x, y):
+    # x = ±inf and y = inf/nan: sinh, cosh = +inf + nan i (C99: ±inf, sign unspecified)
+    return torch.isinf(x) & ~torch.isfinite(y)
+
+
+def _csinh(x, y):
+    # sinh(x + iy) = sinh x cos y + (cosh x sin y) i
+    # y = ±0: exactly ±0i; x = ±0 with y inf/nan: ±0 + nan i (glibc)
+    re = _hyp_times(x, torch.cos(y), odd=True)
+    im = torch.where(y == 0, y, _hyp_times(x, torch.sin(y), odd=False))
+    re = torch.where((x == 0) & ~torch.isfinite(y), x, re)
+    special = _nonfinite_inf_x(x, y)
+    return torch.where(special, torch.abs(x), re), torch.where(special, y - y, im)
+
+
+def _ccosh(x, y):
+    # cosh(x + iy) = cosh x cos y + (sinh x sin y) i
+    # y = ±0: imaginary part ±0 with the sign of sinh(x) * y (nan x: y); x = ±0 with y inf/nan:
+    # nan + 0i (glibc)
+    re = _hyp_times(x, torch.cos(y), odd=False)
+    im = _hyp_times(x, torch.sin(y), odd=True)
+    negative_x = torch.signbit(x) & ~torch.isnan(x)
+    im = torch.where(y == 0, torch.where(negative_x, -y, y), im)
+    im = torch.where((x == 0) & ~torch.isfinite(y), torch.zeros_like(y), im)
+    special = _nonfinite_inf_x(x, y)
+    return torch.where(special, torch.abs(x), re), torch.where(special, y - y, im)
+
+
+def _ctanh(x, y):
+    # tanh(x + iy) = (sinh x cosh x + (sin y cos y) i) / (sinh^2 x + cos^2 y)     (glibc's form;
+    # sinh^2 x is dropped where it is below cos^2 y * eps); for |x| > log(max)/2:
+    # sign(x) + (4 sin y cos y e^(-2|x|)) i, so tanh(50) = 1 exactly, never inf/inf.
+    # x = ±0: real part x; y = ±0: imaginary part y; x = ±inf with y inf/nan: ±1 ± 0i (glibc)
+    fi = torch.finfo(x.dtype)
+    s, c = torch.sin(y), torch.cos(y)
+    ax = torch.abs(x)
+    big = ax > 0.5 * _log_max(x)
+    xs = torch.where(big, 0.0, x)
+    sh, ch = torch.sinh(xs), torch.cosh(xs)
+    den = torch.where(torch.abs(sh) > torch.abs(c) * fi.eps, sh * sh + c * c, c * c)
+    re = torch.where(big, torch.copysign(torch.ones_like(x), x), sh * ch / den)
+    im = torch.where(big, 4.0 * s * c * torch.exp(-2.0 * ax), s * c / den)
+    im = torch.where(torch.isinf(x) & ~torch.isfinite(y), _copysign0(y), im)
+    # nan x, or finite x with y inf/nan: nan + nan i (glibc)
+    undefined = ~torch.isinf(x) & ~(torch.isfinite(x) & torch.isfinite(y))
+    re, im = torch.where(undefined, torch.nan, re), torch.where(undefined, torch.nan, im)
+    return torch.where(x == 0, x, re), torch.where(y == 0, y, im)
+
+
+
+
+def _csin(x, y):
+    # sin z = -i sinh(iz); where C99 leaves the sign of an infinite imaginary part open
+    # (nan real part), glibc's csin gives +inf
+    re, im = _rotated(_csinh)(x, y)
+    return re, torch.where(torch.isnan(re) & torch.isinf(im), torch.abs(im), im)
+
+
+_ctan = _rotated(_ctanh)  # tan z = -i tanh(iz)
+
+
+def _ccos(x, y):
+    # cos z = cosh(iz), iz = -y + ix
+    return _ccosh(-y, x)
+
+
+# ---- inverse functions ------------------------------------------------------------------
+
+
+def _big(x, y):
+    """Lanes where |z| is so large (or inf/nan) that the inverse functions use their
+    asymptotic forms (error ~1/|z|^2, far below eps); the others get x = y = 0."""
+    limit = 2.0 ** (math.ceil(math.log2(torch.finfo(x.dtype).max)) // 2 - 2)
+    big = ~(torch.maximum(torch.abs(x), torch.abs(y)) <= limit)
+    return big, torch.where(big, 0.0, x), torch.where(big, 0.0, y)
+
+
+def _log2z(big, x, y):
+    """log|2z| on the big lanes (the others get log 2)."""
+    return _log_abs(torch.where(big, x, 1.0), torch.where(big, y, 0.0)) + LN2
+
+
+def _casin(x, y):
+    # Kahan: asin z = atan2(x, Re(sqrt(1-z) sqrt(1+z))) + asinh(Im(conj(sqrt(1-z)) sqrt(1+z))) i
+    # (1 - z = (1-x) - yi keeps the signed zero of y, which selects the side of the branch cut:
+    # asin(2+0j) = pi/2 + 1.317i, asin(2-0j) = pi/2 - 1.317i);
+    # |z| huge, inf or nan: asin z = atan2(x, |y|) + copysign(log|2z|, y) i  (C99 casin)
+    big, xn, yn = _big(x, y)
+    ar, ai = _csqrt(1.0 - xn, -yn)
+    br, bi = _csqrt(1.0 + xn, yn)
+    re = torch.atan2(xn, ar * br - ai * bi)
+    im = torch.asinh(ar * bi - ai * br)
+    big_re = torch.where(x == 0, x, torch.atan2(x, torch.abs(y)))
+    big_im = torch.copysign(_log2z(big, x, y), y)
+    return torch.where(big, big_re, re), torch.where(big, big_im, im)
+
+
+def _cacos(x, y):
+    # Kahan: acos z = 2 atan2(Re sqrt(1-z), Re sqrt(1+z)) + asinh(Im(conj(sqrt(1+z)) sqrt(1-z))) i
+    # |z| huge, inf or nan: acos z = atan2(|y|, x) - copysign(log|2z|, y) i  (pi/2 where x = 0)
+    big, xn, yn = _big(x, y)
+    ar, ai = _csqrt(1.0 - xn, -yn)
+    br, bi = _csqrt(1.0 + xn, yn)
+    re = 2.0 * torch.atan2(ar, br)
+    im = torch.asinh(br * ai - bi * ar)
+    big_re = torch.where(x == 0, torch.full_like(x, HALF_PI), torch.atan2(torch.abs(y), x))
+    big_im = -torch.copysign(_log2z(big, x, y), y)
+    return torch.where(big, big_re, re), torch.where(big, big_im, im)
+
+
+def _cacosh(x, y):
+    # Kahan: acosh z = asinh(Re(conj(sqrt(z-1)) sqrt(z+1))) + 2 atan2(Im sqrt(z-1), Re sqrt(z+1)) i
+    # |z| huge, inf or nan: acosh z = log|2z| + atan2(y, x) i  (pi/2 for ±0 + nan i)
+    big, xn, yn = _big(x, y)
+    ar, ai = _csqrt(xn - 1.0, yn)
+    br, bi = _csqrt(xn + 1.0, yn)
+    re = torch.asinh(ar * br + ai * bi)
+    im = 2.0 * torch.atan2(ai, br)
+    big_im = torch.where((x == 0) & torch.isnan(y), torch.full_like(y, HALF_PI), torch.atan2(y, x))
+    return torch.where(big, _log2z(big, x, y), re), torch.where(big, big_im, im)
+
+
+def _catanh(x, y):
+    # atanh z = log(((1+x)^2 + y^2) / ((1-x)^2 + y^2)) / 4 + atan2(2y, (1-x)(1+x) - y^2) / 2 i
+    # real part as glibc: 0.25 log(f) where the quotient f < 1/2, else 0.25 log1p(4x / den)
+    # (no cancellation near z = 0 or near -1); y^2 below eps^4 dropped, and for |x| = 1 with
+    # |y| < eps^2 (y^2 would underflow): sign(x) (ln 2 - log|y|) / 2.  atanh(1+0j) = inf + 0i;
+    # ±0 in y picks the side of the cut beyond ±1.
+    # |z| huge, inf or nan: atanh z = 1/z + copysign(pi/2, y) i, Re(1/z) = (x/|z|)/|z| (C99 catanh)
+    eps = torch.finfo(x.dtype).eps
+    big, xn, yn = _big(x, y)
+    tiny_y = torch.abs(yn) < eps * eps
+    y2 = torch.where(tiny_y, 0.0, yn * yn)
+    one_minus, one_plus = 1.0 - xn, 1.0 + xn
+    num, den = one_plus * one_plus + y2, one_minus * one_minus + y2
+    f = num / den
+    small_f = f < 0.5
+    re = 0.25 * torch.where(small_f, torch.log(torch.where(small_f, f, 1.0)),
+                            torch.log1p(4.0 * xn / torch.where(small_f, 1.0, den)))
+    pole = (torch.abs(xn) == 1) & tiny_y
+    log_y = torch.log(torch.where(pole, torch.abs(yn), 1.0))
+    re = torch.where(pole, torch.copysign(torch.full_like(x, 0.5), xn) * (LN2 - log_y), re)
+    im = 0.5 * torch.atan2(2.0 * yn, one_minus * one_plus - yn * yn)
+    h = torch.hypot(torch.where(big, x, 1.0), torch.where(big, y, 0.0))
+    big_re = torch.where(torch.isinf(h), _copysign0(x), (x / h) / h)
+    nan_im = (torch.isnan(x) & ~torch.isinf(y)) | torch.isnan(y)
+    big_im = torch.where(nan_im, torch.nan, torch.copysign(torch.full_like(y, HALF_PI), y))
+    re = torch.where(big, big_re, re)
+    return torch.where(x == 0, x, re), torch.where(big, big_im, im)
+
+
+_casinh = _rotated(_casin)  # asinh z = -i asin(iz)
+_catan = _rotated(_catanh)  # atan z = -i atanh(iz)
+
+
+# ---- registrations of the unary functions ----------------------------------------------
+
+for _op, _kernel in (
+    (aten.exp, _cexp), (aten.exp2, _cexp2), (aten.expm1, _cexpm1),
+    (aten.log, _clog), (aten.log1p, _clog1p), (aten.log2, _clog_base(LN2)), (aten.log10, _clog_base(LN10)),
+    (aten.sqrt, _csqrt), (aten.rsqrt, _crsqrt),
+    (aten.sin, _csin), (aten.cos, _ccos), (aten.tan, _ctan),
+    (aten.sinh, _csinh), (aten.cosh, _ccosh), (aten.tanh, _ctanh),
+    (aten.asin, _casin), (aten.acos, _cacos), (aten.atan, _catan),
+    (aten.asinh, _casinh), (aten.acosh, _cacosh), (aten.atanh, _catanh),
+):
+    _unary(_op, _kernel)
+
+
+@register(aten.sigmoid.default)
+def sigmoid(self):
+    # sigmoid(z) = 1 / (1 + exp(-z))
+    er, ei = _cexp(*(-p for p in _xy(self)))
+    return ComplexTensor(*cdiv(torch.ones_like(er), None, 1.0 + er, ei))
+
+
+@register(aten.sinc.default)
+def sinc(self):
+    # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
+    x, y = _xy(self)
+    zero = (x == 0) & (y == 0)
+    px, py = PI * torch.where(zero, 1.0, x), PI * y
+    re, im = cdiv(*_csin(px, py), px, py)
+    return ComplexTensor(torch.where(zero, 1.0, re), torch.where(zero, 0.0, im))
+
+
+@register(aten.logaddexp.default)
+def logaddexp(self, other):
+    # log(e^a + e^b) = max + log1p(exp(min - max)), min/max by real part (eager's kernel);
+    # any nan: nan + nan i; equal infinite real parts: min for -inf, log(e^a + e^b) for +inf
+    rd = real_dtype(result_dtype(self, other))
+    (ax, ay), (bx, by) = _xy(self, rd), _xy(other, rd)
+    ax, ay, bx, by = torch.broadcast_tensors(ax, ay, bx, by)
+    a_min = ax < bx
+    lo_x, lo_y = torch.where(a_min, ax, bx), torch.where(a_min, ay, by)
+    hi_x, hi_y = torch.where(a_min, bx, ax), torch.where(a_min, by, ay)
+    same_inf = torch.isinf(lo_x) & (lo_x == hi_x)
+    safe = ~same_inf
+    dx, dy = torch.where(safe, lo_x - hi_x, 0.0), torch.where(safe, lo_y - hi_y, 0.0)
+    lr, li = _clog1p(*_cexp(dx, dy))
+    re, im = lr + hi_x, li + hi_y
+    # +inf == +inf: log(exp(a) + exp(b))
+    e1, e2 = _cexp(torch.where(safe, 0.0, lo_x), lo_y), _cexp(torch.where(safe, 0.0, hi_x), hi_y)
+    inf_re, inf_im = _clog(e1[0] + e2[0], e1[1] + e2[1])
+    re = torch.where(same_inf, torch.where(lo_x < 0, lo_x, inf_re), re)
+    im = torch.where(same_inf, torch.where(lo_x < 0, lo_y, inf_im), im)
+    nan = torch.isnan(ax) | torch.isnan(ay) | torch.isnan(bx) | torch.isnan(by)
+    return ComplexTensor(torch.where(nan, torch.nan, re), torch.where(nan, torch.nan, im))
+
+
+# ---- powers -----------------------------------------------------------------------------
+
+
+def _cmul_c99(a, b, c, d):
+    """(a + bi)(c + di) with C99 Annex G's recovery of infinities (gcc's __muldc3), which the
+    C library's cpow uses: where both parts come out nan although a factor is infinite (or a
+    product overflowed), infinite factors are boxed to ±1, nan parts set to ±0 and the
+    product recomputed times inf."""
+    x, y = a * c - b * d, a * d + b * c
+    z_inf = torch.isinf(a) | torch.isinf(b)
+    w_inf = torch.isinf(c) | torch.isinf(d)
+
+    def box(p, cond):  # an infinite factor's parts become ±1/±0
+        return torch.where(cond, torch.copysign(torch.isinf(p).to(p.dtype), p), p)
+
+    def zero_nan(p, cond):  # the other factor's nan parts become ±0
+        return torch.where(cond & torch.isnan(p), _copysign0(p), p)
+
+    a, b, c, d = box(a, z_inf), box(b, z_inf), zero_nan(c, z_inf), zero_nan(d, z_inf)
+    a, b, c, d = zero_nan(a, w_inf), zero_nan(b, w_inf), box(c, w_inf), box(d, w_inf)
+    overflow = ~(z_inf | w_inf) & (torch.isinf(a * c) | torch.isinf(b * d) | torch.isinf(a * d) | torch.isinf(b * c))
+    a, b, c, d = (zero_nan(p, overflow) for p in (a, b, c, d))
+    recalc = torch.isnan(x) & torch.isnan(y) & (z_inf | w_inf | overflow)
+    # the recovered values are ±inf/nan: no gradient flows through them (inf * 0 would be nan)
+    rx, ry = (math.inf * (a * c - b * d)).detach(), (math.inf * (a * d + b * c)).detach()
+    return torch.where(recalc, rx, x), torch.where(recalc, ry, y)
+
+
+def _cpow(log_base, exponent, dtype):
+    # z^w = exp(w log z)  (the C library's cpow, which eager calls; no special case for z = 0:
+    # pow(0j, 0j tensor) = nan + nan i)
+    lr, li = log_base
+    wr, wi = parts(exponent, real_dtype(dtype))
+    ref = next(p for p in (wr, lr) if isinstance(p, torch.Tensor))
+    wr, wi, lr, li = torch.broadcast_tensors(*(p if isinstance(p, torch.Tensor) else torch.full_like(ref, p)
+                                               for p in (wr, 0.0 if wi is None else wi, lr, li)))
+    return complex_like(*_cexp(*_cmul_c99(wr, wi, lr, li)), dtype)
+
+
+def _ones(like, dtype):
+    rd = real_dtype(dtype)
+    shape_of = parts(like)[0]
+    return complex_like(torch.ones_like(shape_of, dtype=rd), torch.zeros_like(shape_of, dtype=rd), dtype)
+
+
+@register(aten.pow.Tensor_Tensor)
+def pow_tensor_tensor(self, exponent):
+    dtype = result_dtype(self, exponent)
+    return _cpow(_clog(*_xy(self, real_dtype(dtype))), exponent, dtype)
+
+
+@register(aten.pow.Tensor_Scalar)
+def pow_tensor_scalar(self, exponent):
+    # eager's special cases: z^0 = 1 (even for nan z), z^1 = z; exponents 1/2, -1/2, -1 use the
+    # sqrt/rsqrt/reciprocal kernels; 2, 3, -2 multiply out: z*z, z*z*z, 1/(z*z)
+    dtype = result_dtype(self, exponent)
+    rd = real_dtype(dtype)
+    if isinstance(exponent, numbers.Number):
+        special = {0.5: _csqrt, -0.5: _crsqrt, -1: _crecip}
+        if exponent == 0:
+            return _ones(self, dtype)
+        if exponent == 1:
+            return complex_like(*_xy(self, rd), dtype)
+        for value, kernel in special.items():
+            if exponent == value:
+                return complex_like(*kernel(*_xy(self, rd)), dtype)
+        if exponent in (2, 3, -2):
+            x, y = _xy(self, rd)
+            re, im = cmul(x, y, x, y)
+            if exponent == 3:
+                re, im = cmul(re, im, x, y)
+            if exponent == -2:
+                re, im = _crecip(re, im)
+            return complex_like(re, im, dtype)
+    return _cpow(_clog(*_xy(self, rd)), exponent, dtype)
+
+
+@register(aten.pow.Scalar)
+def pow_scalar(self, exponent):
+    # number ^ tensor: 1^w = 1, otherwise exp(w log(number))
+    dtype = result_dtype(self, exponent)
+    if isinstance(self, numbers.Number) and self == 1:
+        return _ones(exponent, dtype)
+    # log of the number, in double precision (eager rounds the number to the tensor's dtype first)
+    b = complex(self)
+    magnitude = abs(b)
+    log_base = (math.log(magnitude) if magnitude != 0 else -math.inf, math.atan2(b.imag, b.real))
+    return _cpow(log_base, exponent, dtype)
