@@ -1,0 +1,228 @@
+"""Views, layout ops, concatenation, padding and the view-inverse ``*_scatter`` ops.
+
+Every op here moves elements without combining them (or combines them linearly, like
+``constant_pad_nd`` or ``index_add``), so the rule is the same op on the real and on the
+imaginary part:  op(a + bi) = op(a) + op(b) i.  :func:`planar` builds such a rule for ops
+that take several complex-capable operands (a base and a source, a list of tensors, a fill
+value); the real operands among them get an exactly-zero imaginary part.
+
+Functionalized graphs (what :func:`realify.decompose` sees) use the ``*_copy`` and
+``*_scatter`` variants, so each view op is registered together with its copy variant.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Sequence
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from . import register
+from ._planar import _combine, parts, result_dtype
+from .._dtypes import REAL_TO_COMPLEX, real_dtype
+from ..tensor import ComplexTensor
+
+aten = torch.ops.aten
+
+
+# ---- shared machinery (indexing.py and creation.py use it too) ----------------------------
+
+
+def functional_overloads(*packets: OpOverloadPacket) -> list[OpOverload]:
+    """The tensor overloads of each packet, without ``out=`` ones (those go through copy_)."""
+    found = []
+    for packet in packets:
+        for name in packet.overloads():
+            op = getattr(packet, name)
+            args = op._schema.arguments
+            if any(a.is_out for a in args) or not args:
+                continue
+            if str(args[0].type) not in ("Tensor", "List[Tensor]", "Optional[Tensor]"):
+                continue
+            found.append(op)
+    return found
+
+
+def _is_operand(x: Any) -> bool:
+    return isinstance(x, (torch.Tensor, numbers.Number))
+
+
+def _split(x: Any, rd: torch.dtype) -> tuple[Any, Any]:
+    """(re, im) of one operand cast to ``rd``; a missing imaginary part becomes an exact zero."""
+    if isinstance(x, (list, tuple)):
+        pairs = [_split(e, rd) for e in x]
+        return type(x)(p[0] for p in pairs), type(x)(p[1] for p in pairs)
+    if not _is_operand(x) or isinstance(x, bool):
+        return x, x
+    re, im = parts(x, rd)
+    if im is None:
+        im = torch.zeros_like(re) if isinstance(re, torch.Tensor) else 0
+    return re, im
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, (list, tuple)):
+        return [t for e in x for t in _tensors(e)]
+    return [x] if isinstance(x, torch.Tensor) else []
+
+
+def planar(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
+    """Rule running ``op`` once on the real and once on the imaginary parts of ``slots``.
+
+    ``slots`` are the positions (or keyword names) of the complex-capable arguments: tensors,
+    lists of tensors, or scalar fill values; every other argument is passed unchanged.
+    The result has the dtype of ``self`` (argument 0), or with ``promote=True`` the dtype eager
+    type promotion gives all slot operands (``cat``, ``stack``). A real ``self`` that is not
+    promoted keeps its dtype: complex values written into it lose their imaginary part, as
+    ``copy_`` does.
+    """
+    slots = slots or (0,)
+
+    def rule(*args, **kwargs):
+        args = list(args)
+        values = [kwargs.get(s) if isinstance(s, str) else args[s] if s < len(args) else None for s in slots]
+        present = [(s, v) for s, v in zip(slots, values) if v is not None]
+        if promote:
+            dtype = result_dtype(*_tensors([v for _, v in present]))
+        else:
+            self = args[0]
+            dtype = self.dtype if isinstance(self, torch.Tensor) else result_dtype(*_tensors(values))
+        rd = real_dtype(dtype)
+        split = {s: _split(v, rd) for s, v in present}
+
+        def call(k: int):
+            # a complex argument outside the slots only gives a shape (``self`` of a *_backward op)
+            a = [x.re if isinstance(x, ComplexTensor) else x for x in args]
+            kw = {n: x.re if isinstance(x, ComplexTensor) else x for n, x in kwargs.items()}
+            for s, pair in split.items():
+                if isinstance(s, int):
+                    a[s] = pair[k]
+                else:
+                    kw[s] = pair[k]
+            return op(*a, **kw)
+
+        if not dtype.is_complex:
+            return call(0)
+        return _combine(call(0), call(1))
+
+    rule.__name__ = f"planar_{op}"
+    return rule
+
+
+def register_planar(ops: Sequence[OpOverload], *slots: int | str, promote: bool = False) -> None:
+    """Register :func:`planar` of each op in ``ops`` as its own rule."""
+    for op in ops:
+        register(op)(planar(op, *slots, promote=promote))
+
+
+# ---- views and layout: op(a + bi) = op(a) + op(b) i ---------------------------------------
+
+_LAYOUT_PACKETS = (
+    # views and their functional *_copy twins
+    aten.view, aten._unsafe_view, aten._reshape_alias, aten.reshape, aten.permute, aten.transpose, aten.t,
+    aten.expand, aten.squeeze, aten.unsqueeze, aten.flatten, aten.unflatten, aten.slice, aten.select,
+    aten.narrow, aten.split, aten.split_with_sizes, aten.unsafe_split, aten.unsafe_split_with_sizes,
+    aten.unbind, aten.chunk, aten.unsafe_chunk, aten.tensor_split, aten.diagonal, aten.unfold,
+    aten.movedim, aten.view_copy, aten._reshape_copy, aten.permute_copy, aten.transpose_copy, aten.t_copy,
+    aten.expand_copy, aten.squeeze_copy, aten.unsqueeze_copy, aten.slice_copy, aten.select_copy,
+    aten.narrow_copy, aten.split_copy, aten.split_with_sizes_copy, aten.unbind_copy, aten.diagonal_copy,
+    aten.unfold_copy, aten.detach_copy,
+    # element moves that copy
+    aten.flip, aten.roll, aten.rot90, aten.repeat, aten.tril, aten.triu, aten.diag, aten.diag_embed,
+    aten.pixel_shuffle, aten.pixel_unshuffle, aten.channel_shuffle, aten.native_channel_shuffle,
+    aten.im2col, aten.col2im, aten.reflection_pad1d, aten.reflection_pad2d, aten.reflection_pad3d,
+    aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d,
+    # backward of views and pads: linear in the gradient
+    aten.select_backward, aten.slice_backward, aten.diagonal_backward, aten.unfold_backward,
+    aten.reflection_pad1d_backward, aten.reflection_pad2d_backward, aten.reflection_pad3d_backward,
+    aten.replication_pad1d_backward, aten.replication_pad2d_backward, aten.replication_pad3d_backward,
+)
+_VIEW_DTYPE = (aten.view.dtype, aten.view_copy.dtype)
+register_planar([op for op in functional_overloads(*_LAYOUT_PACKETS) if op not in _VIEW_DTYPE])
+
+# constant padding: the pad value's parts pad each part
+register_planar(functional_overloads(aten.constant_pad_nd), 0, 2)
+register_planar(functional_overloads(aten.pad), 0, 3)
+
+# lists of tensors: real and complex operands mix, the result dtype is promoted
+register_planar(functional_overloads(aten.cat, aten.stack, aten._chunk_cat, aten.block_diag, aten.hstack,
+                                     aten.vstack, aten.dstack, aten.column_stack), 0, promote=True)
+
+# view-inverse scatters: base and source (a real source has a zero imaginary part)
+register_planar(functional_overloads(aten.slice_scatter, aten.select_scatter, aten.diagonal_scatter), 0, 1)
+
+
+@register(*_VIEW_DTYPE)
+def view_dtype(self, dtype):
+    # complex (n) <-> its real dtype (2n), interleaved: [a0, b0, a1, b1, ...]
+    if isinstance(self, ComplexTensor) and dtype == self.re.dtype:
+        if self.dim() == 0:
+            raise RuntimeError("view(dtype) of a 0-dim complex tensor as its real dtype is not supported "
+                               "(eager PyTorch rejects it too); use torch.view_as_real")
+        return torch.stack([self.re, self.im], dim=-1).flatten(-2)
+    if isinstance(self, ComplexTensor) and dtype == self.dtype:
+        return self
+    if not isinstance(self, ComplexTensor) and REAL_TO_COMPLEX.get(self.dtype) == dtype:
+        if self.dim() == 0 or self.shape[-1] % 2:
+            raise RuntimeError(f"view(dtype={dtype}) needs an even last dimension, got shape {tuple(self.shape)}")
+        return ComplexTensor(self[..., 0::2], self[..., 1::2])
+    raise RuntimeError(
+        f"view(dtype={dtype}) of a {self.dtype} tensor reinterprets bits across element sizes; realify only "
+        f"supports views between a complex dtype and its real dtype. Use .to({dtype}) to convert values instead"
+    )
+
+
+# ---- as_strided: strides are in units of complex elements of the storage ------------------
+
+
+def _storage_map(z: ComplexTensor) -> list[tuple[torch.Tensor, int, int]]:
+    """(part, stride scale, offset shift) for each part, mapping complex storage positions to the part's.
+
+    Parts split out of an interleaved complex tensor (``from_complex``, the "interleaved"
+    boundary) live in one real storage: complex element p is real elements 2p (re) and
+    2p + 1 (im). Otherwise each part mirrors the complex layout, the imaginary part at a
+    fixed distance from the real one (the "planar" (2, ...) boundary) or in its own storage.
+    """
+    re, im = z.re, z.im
+    shift = im.storage_offset() - re.storage_offset()
+    interleaved = shift == 1 and StorageWeakRef(re.untyped_storage()) == StorageWeakRef(im.untyped_storage())
+    scale = 2 if interleaved else 1
+    return [(re, scale, 0), (im, scale, shift)]
+
+
+def _complex_strides(part: torch.Tensor, scale: int) -> list[int]:
+    return [s // scale for s in part.stride()]
+
+
+@register(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(self, size, stride, storage_offset=None):
+    # element i of the view is storage[offset + sum(i_k stride_k)], for each part's storage
+    self = _as_complex(self)
+    views = [p.as_strided(size, [scale * s for s in stride],
+                          None if storage_offset is None else scale * storage_offset + shift)
+             for p, scale, shift in _storage_map(self)]
+    return ComplexTensor(*views)
+
+
+@register(aten.as_strided_scatter.default)
+def as_strided_scatter(self, src, size, stride, storage_offset=None):
+    # out = clone(self) (same strides as eager's clone); out.as_strided(size, stride, offset) = src
+    self = _as_complex(self)
+    rd = self.re.dtype
+    srcs = _split(src, rd)
+    outs = []
+    for (p, scale, _), s in zip(_storage_map(self), srcs):
+        # eager clones self with its own (complex) strides and a zero offset; mirror that layout
+        layout = torch.empty_strided(p.shape, _complex_strides(p, scale), dtype=rd, device=p.device)
+        base = aten.copy.default(torch.empty_like(layout), p)
+        outs.append(aten.as_strided_scatter.default(base, s, size, stride, storage_offset))
+    return ComplexTensor(*outs)
+
+
+def _as_complex(x: Any) -> ComplexTensor:
+    if isinstance(x, ComplexTensor):
+        return x
+    re, im = _split(x, x.dtype)
+    return ComplexTensor(re, im)
