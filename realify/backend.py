@@ -35,15 +35,27 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     if not _has_complex(gm, example_inputs):
         return inner_fn(gm, list(example_inputs))
     strict = config.strict if strict is None else strict
-    real_gm = decompose(gm, example_inputs, inputs="planar", outputs="interleaved",
+    trace_inputs = _trace_inputs(gm, example_inputs)
+    real_gm = decompose(gm, trace_inputs, inputs="planar", outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict))
     signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:
         log.warning("realify: %d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
-    real_examples = [_split(x) if c else x for x, c in zip(example_inputs, signature.input_complex)]
+    real_examples = [_split_example(x) if c else x for x, c in zip(trace_inputs, signature.input_complex)]
     compiled = inner_fn(real_gm, real_examples)
     return _Runtime(compiled, signature)
+
+
+def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
+    """Dynamo's own fake inputs: static where dynamo specialized a shape, symbolic where it
+    did not, and in dynamo's fake mode, which the inner compiler then shares."""
+    fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(fakes) == len(example_inputs) and all(
+            isinstance(v, torch._subclasses.FakeTensor) or not isinstance(e, torch.Tensor)
+            for v, e in zip(fakes, example_inputs)):
+        return [v if isinstance(e, torch.Tensor) else e for v, e in zip(fakes, example_inputs)]
+    return list(example_inputs)
 
 
 class _Runtime:
@@ -66,10 +78,17 @@ class _Runtime:
 
 
 def _split(z: torch.Tensor) -> torch.Tensor:
-    """Complex (*shape) -> real (2, *shape), planar, in one copy pass (conj/neg views resolved by it)."""
-    if isinstance(z, torch._subclasses.FakeTensor) or z.dtype != torch.complex32:
-        return torch.stack([z.real, z.imag])
-    return torch.stack([z.real, z.imag])
+    """Complex (*shape) -> real (2, *shape), planar, in one copy pass (differentiable)."""
+    if z.is_conj() or z.is_neg():  # lazy conj/neg views: materialize first (a second pass)
+        z = z.resolve_conj().resolve_neg()
+    return torch.view_as_real(z).movedim(-1, 0).contiguous()
+
+
+def _split_example(x: torch.Tensor) -> torch.Tensor:
+    if isinstance(x, torch._subclasses.FakeTensor):
+        with x.fake_mode:
+            return _split(x)
+    return _split(x)
 
 
 def _merge(x: torch.Tensor) -> torch.Tensor:

@@ -25,10 +25,11 @@ from typing import Any, Callable, Literal, Sequence
 import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
-from torch._guards import detect_fake_mode
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 
 from ._dtypes import real_dtype
@@ -75,7 +76,7 @@ def decompose(
     compile backend turns it into an eager island); by default a
     :class:`~realify.errors.MissingRuleError` names the op and its source line.
     """
-    fake_mode = detect_fake_mode(list(example_inputs)) or FakeTensorMode(allow_non_fake_inputs=True)
+    fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
     with fake_mode:
         functional, signature = _functionalize(program, fake_inputs)
@@ -90,15 +91,28 @@ def decompose(
 # ---- stage 1: functionalize ---------------------------------------------------------------
 
 
+def _fake_mode_of(example_inputs: Sequence[Any]) -> FakeTensorMode:
+    """The fake mode of fake example inputs (symbolic shapes stay symbolic); for real
+    inputs a fresh static one, so that shapes are specialized exactly as the caller's."""
+    for x in example_inputs:
+        if isinstance(x, torch._subclasses.FakeTensor):
+            return x.fake_mode
+    # a ShapeEnv lets data-dependent ops (nonzero, masked_select) trace with unbacked sizes;
+    # inputs are still fakified with static shapes (see _to_fake)
+    return FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+
+
 def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
     """A fake, grad-free stand-in: the traced graph is pure; autograd differentiates it later."""
     if not isinstance(x, torch.Tensor):
         return x
     if not isinstance(x, torch._subclasses.FakeTensor):
-        x = fake_mode.from_tensor(x.resolve_conj().resolve_neg() if x.dtype.is_complex else x)
-    if x.requires_grad:
-        with fake_mode:
+        x = fake_mode.from_tensor(x, static_shapes=True)
+    with fake_mode:
+        if x.requires_grad:
             x = x.detach()
+        if x.is_conj() or x.is_neg():  # lazy views: the boundary resolves them at run time
+            x = x.resolve_conj().resolve_neg()
     return x
 
 
@@ -173,7 +187,8 @@ def _enter(x: Any, is_complex: bool, layout: Layout) -> Any:
         return ComplexTensor(x[0], x[1])
     if layout == "interleaved":
         return ComplexTensor(x[..., 0], x[..., 1])
-    return ComplexTensor.from_complex(x)
+    # real/imag (not view_as_real) so that a conj- or neg-view input works at run time too
+    return ComplexTensor(torch.real(x), torch.imag(x))
 
 
 def _leave(x: Any, layout: Layout) -> Any:
@@ -204,7 +219,26 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
         planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
     if signature.input_layout == "complex":
         signature.mutated_inputs = []
+        _resolve_lazy_bits(planar, signature)
     return planar
+
+
+def _resolve_lazy_bits(gm: fx.GraphModule, signature: Signature) -> None:
+    """Complex placeholders first pass through resolve_conj/resolve_neg (no-ops unless the
+    caller passes a lazy conj/neg view, which the traced view_as_real could not read)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, is_complex in zip(placeholders, signature.input_complex):
+        if not is_complex:
+            continue
+        users = [u for u in node.users if u.target is not aten.copy_.default]
+        with gm.graph.inserting_after(node):
+            resolved_conj = gm.graph.call_function(aten.resolve_conj.default, (node,))
+        with gm.graph.inserting_after(resolved_conj):
+            resolved = gm.graph.call_function(aten.resolve_neg.default, (resolved_conj,))
+        resolved_conj.meta["val"] = resolved.meta["val"] = node.meta.get("val")
+        for user in users:
+            user.replace_input_with(node, resolved)
+    gm.recompile()
 
 
 class PlanarInterpreter(fx.Interpreter):
@@ -220,7 +254,12 @@ class PlanarInterpreter(fx.Interpreter):
 
     def get_attr(self, target, args, kwargs):
         value = super().get_attr(target, args, kwargs)
-        return ComplexTensor.from_complex(value) if _is_complex(value) else value
+        if not _is_complex(value):
+            return value
+        # a complex constant: split it now, outside tracing, into two real constants
+        with unset_fake_temporarily(), disable_proxy_modes_tracing():
+            value = value.resolve_conj().resolve_neg()
+            return ComplexTensor(value.real.clone(), value.imag.clone())
 
     def call_function(self, target, args, kwargs):
         if isinstance(target, OpOverload) and self._touches_complex(args, kwargs):
@@ -264,11 +303,17 @@ def _check_real(gm: fx.GraphModule, signature: Signature) -> None:
         raise ComplexLeakError("complex values remain in the decomposed graph:\n  " + "\n  ".join(leaks[:10]))
 
 
+_SPLITS = (aten.real.default, aten.imag.default, aten.view_as_real.default, aten.resolve_conj.default,
+           aten.resolve_neg.default, aten.clone.default)
+
+
 def _is_boundary_conversion(node: fx.Node) -> bool:
     """Split of a complex placeholder, or merge into a complex output / written-back input."""
-    if node.target in (aten.real.default, aten.imag.default, aten.view_as_real.default, aten.resolve_conj.default,
-                       aten.resolve_neg.default):
-        return node.args[0].op == "placeholder"
+    if node.target in _SPLITS:
+        source = node.args[0]
+        while source.target in (aten.resolve_conj.default, aten.resolve_neg.default):
+            source = source.args[0]
+        return source.op == "placeholder"
     if node.target is aten.complex.default:
         return all(u.op == "output" or u.target is aten.copy_.default for u in node.users)
     if node.target is aten.copy_.default:

@@ -42,7 +42,7 @@ class ComplexTensor(torch.Tensor):
 
     @classmethod
     def _wrap(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
-        strides = re.stride() if re.stride() == im.stride() else None
+        strides = _outer_strides(re, im)
         out = torch.Tensor._make_wrapper_subclass(
             cls,
             re.shape,
@@ -95,6 +95,25 @@ class ComplexTensor(torch.Tensor):
         from .rules import apply_rule
 
         return apply_rule(func, args, kwargs or {})
+
+
+def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None:
+    """Strides of the complex tensor the parts describe: halved when the parts are the two
+    halves of one interleaved storage (as from_complex makes them), the parts' own otherwise,
+    and contiguous (None) when the parts disagree."""
+    if re.stride() != im.stride():
+        return None
+    if _interleaved(re, im) and all(s % 2 == 0 for s in re.stride()):
+        return tuple(s // 2 for s in re.stride())
+    return re.stride()
+
+
+def _interleaved(re: torch.Tensor, im: torch.Tensor) -> bool:
+    try:
+        return (re.untyped_storage().data_ptr() == im.untyped_storage().data_ptr()
+                and im.storage_offset() == re.storage_offset() + 1)
+    except (RuntimeError, NotImplementedError):  # fake/meta tensors without storage
+        return False
 
 
 def _interleave(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from known_failures import COMPILE, DECOMPOSE, EAGER, INDUCTOR
-from realify.opinfo import (DTYPES, NONDETERMINISTIC, assert_matches, call_sample, complex_ops, op_id,
+from realify.opinfo import (DTYPES, GEMM_OPS, NONDETERMINISTIC, assert_matches, call_sample, complex_ops, op_id,
                             run_compile, run_decompose, run_eager_complex_tensor, run_inductor, samples)
 
 # front end -> (runner, known failures, dtypes, extra marks)
@@ -44,7 +44,8 @@ def test_op(front_end, op, dtype):
         except Exception:
             continue  # eager itself rejects this sample: nothing to compare with
         actual = run(op, sample)
-        assert_matches(actual, expected, metadata_only=op_id(op) in NONDETERMINISTIC, dtype=dtype)
+        assert_matches(actual, expected, metadata_only=op_id(op) in NONDETERMINISTIC, dtype=dtype,
+                       gemm=op_id(op) in GEMM_OPS)
         checked += 1
     if checked == 0:
         pytest.skip(f"eager PyTorch rejects every {dtype} sample of {op_id(op)}")

@@ -81,7 +81,7 @@ def _functional_variant(func: OpOverload) -> OpOverload | None:
     if name.endswith("_") and not name.startswith("_") and schema.arguments and schema.arguments[0].is_out is False and schema.arguments[0].alias_info is not None and schema.arguments[0].alias_info.is_write:
         packet = getattr(aten, name[:-1], None)
         overload = func._overloadname
-    elif func._overloadname == "out" or schema.is_out_fn():
+    elif any(a.is_out for a in schema.arguments):
         packet, overload = func.overloadpacket, "default"
         if not hasattr(packet, overload):
             candidates = [o for o in packet.overloads() if "out" not in o]

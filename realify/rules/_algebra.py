@@ -69,7 +69,7 @@ def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
     c_larger = abs_c >= abs_d
     big = torch.where(c_larger, c, d)
     small = torch.where(c_larger, d, c)
-    both_zero = big == 0
+    both_zero = (c == 0) & (d == 0)
     ratio = small / torch.where(both_zero, 1.0, big)
     scale = 1.0 / (big + small * ratio)
     re = torch.where(c_larger, a + b * ratio, a * ratio + b) * scale

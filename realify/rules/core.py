@@ -54,9 +54,15 @@ def clone(self, *, memory_format=None):
 
 @register(aten.abs.default)
 def abs(self):
-    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max
+    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max.
+    # At 0 the gradient is 0 as in eager (hypot's own is 0/0): both parts are swapped for
+    # (1, 0) there before hypot, and the result selected back to 0 ("double where").
     re, im = parts(self)
-    return torch.hypot(re, im)
+    if im is None:
+        return torch.abs(re)
+    zero = (re == 0) & (im == 0)
+    magnitude = torch.hypot(torch.where(zero, 1.0, re), torch.where(zero, 0.0, im))
+    return torch.where(zero, 0.0, magnitude)
 
 
 @register(aten.angle.default)
