@@ -129,6 +129,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
             torch.func.functionalize(flat_program, remove="mutations_and_views"),
             tracing_mode="real",
         )(*fake_inputs)
+    _inplace_views_to_functional(traced)
     mutated = _mutations_to_outputs(traced)
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
@@ -143,6 +144,25 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         output_layout="complex",
     )
     return traced, signature
+
+
+_INPLACE_VIEWS = {
+    aten.transpose_.default: aten.transpose.int, aten.squeeze_.dim: aten.squeeze.dim,
+    aten.squeeze_.default: aten.squeeze.default, aten.squeeze_.dims: aten.squeeze.dims,
+    aten.unsqueeze_.default: aten.unsqueeze.default, aten.t_.default: aten.t.default,
+    aten.swapdims_.default: aten.swapdims.default, aten.as_strided_.default: aten.as_strided.default,
+}
+
+
+def _inplace_views_to_functional(gm: fx.GraphModule) -> None:
+    """In-place view ops that functionalization keeps (C++ composites such as stft apply them
+    to their own intermediates) become out-of-place views, where the viewed value has no
+    other user (otherwise the in-place metadata change is visible elsewhere: left as is)."""
+    for node in gm.graph.nodes:
+        functional = _INPLACE_VIEWS.get(node.target)
+        if functional is not None and len(node.args[0].users) == 1:
+            node.target = functional
+    gm.recompile()
 
 
 def _mutations_to_outputs(gm: fx.GraphModule) -> list[int]:

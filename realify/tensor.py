@@ -109,6 +109,8 @@ def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None
 
 
 def _interleaved(re: torch.Tensor, im: torch.Tensor) -> bool:
+    if isinstance(re, torch._subclasses.FakeTensor) or re.device.type == "meta":
+        return False  # traced parts: their strides are what the trace made them
     try:
         return (re.untyped_storage().data_ptr() == im.untyped_storage().data_ptr()
                 and im.storage_offset() == re.storage_offset() + 1)
