@@ -80,15 +80,22 @@ def _(key, tensors):
 
 @torch.library.custom_op("realify::eager_island_backward", mutates_args=())
 def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    # autograd is switched off below a custom op's dispatch; torch.func.vjp brings its own
     island = _REGISTRY[key]
-    with torch.enable_grad():
-        inputs = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
-        outs = island.run(inputs)
-        pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad]
-        wrt = [t for t in inputs if t.requires_grad]
-        got = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True) if pairs else [None] * len(wrt)
-    got = iter(got)
-    return [_grad_or_zeros(next(got), t) if t.requires_grad else torch.zeros_like(t) for t in inputs]
+    wrt = [i for i, t in enumerate(tensors) if t.is_floating_point()]
+
+    floating = [i for i, g in enumerate(grads) if g.is_floating_point()]
+
+    def forward(*differentiable):
+        full = list(tensors)
+        for i, t in zip(wrt, differentiable):
+            full[i] = t
+        outs = island.run(full)
+        return [outs[i] for i in floating if outs[i].is_floating_point()]
+
+    outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
+    got = dict(zip(wrt, pullback([grads[i] for i in floating])))
+    return [_grad_or_zeros(got.get(i), t).clone() for i, t in enumerate(tensors)]  # never alias an input
 
 
 def _grad_or_zeros(g, t):
