@@ -1,0 +1,154 @@
+"""Benchmark output: a text table, a JSON file, and a speedup bar chart."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+from typing import Any, Sequence
+
+import torch
+
+from .runner import Row
+
+COLUMNS = ("workload", "mode", "median ms", "min–max ms", "vs eager", "compile s", "max rel err", "status")
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    info: dict[str, Any] = {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.3g}" if x < 100 else f"{x:.0f}"
+
+
+def cells(row: Row, max_status: int | None = 70) -> list[str]:
+    status = row.status_text()
+    if max_status and len(status) > max_status:
+        status = status[: max_status - 1] + "…"
+    spread = "–" if row.min_ms is None else f"{_ms(row.min_ms)}–{_ms(row.max_ms)}"
+    return [
+        row.label,
+        row.mode,
+        _ms(row.median_ms),
+        spread,
+        "–" if row.speedup is None else f"{row.speedup:.2f}x",
+        "–" if row.compile_s is None or row.mode == "eager" else f"{row.compile_s:.1f}",
+        _num(row.max_rel_err, ".1e") if row.mode != "eager" else "ref",
+        status,
+    ]
+
+
+def format_table(rows: Sequence[Row], *, markdown: bool = False, max_status: int | None = 70) -> str:
+    """The results as a fixed-width text table (or a Markdown table)."""
+    body = [cells(r, max_status) for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in line) + " |" for line in body]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(line[i]) for line in body)) if body else len(h) for i, h in enumerate(COLUMNS)]
+    right = {2, 3, 4, 5, 6}
+
+    def fmt(line: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+
+    out = [fmt(COLUMNS), "  ".join("-" * w for w in widths)]
+    previous = None
+    for row, line in zip(rows, body):
+        if previous is not None and row.label != previous:
+            out.append("")
+        previous = row.label
+        out.append(fmt(line))
+    return "\n".join(out)
+
+
+def to_json(rows: Sequence[Row], **meta: Any) -> dict[str, Any]:
+    return {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        **meta,
+        "rows": [{k: _finite(v) for k, v in r.to_dict().items()} for r in rows],
+    }
+
+
+def write_json(rows: Sequence[Row], path: str, **meta: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(to_json(rows, **meta), f, indent=2, default=str)
+        f.write("\n")
+
+
+def _finite(x: Any) -> Any:
+    """JSON has no inf/nan: write them as strings."""
+    return str(x) if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def plot(rows: Sequence[Row], path: str, *, title: str | None = None) -> None:
+    """Grouped bar chart of speedup vs eager (log scale), one group per workload variant,
+    one bar per compiled mode; failed or wrong results are marked with an x."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(r.label for r in rows))
+    modes = list(dict.fromkeys(r.mode for r in rows if r.mode != "eager"))
+    by_key = {(r.label, r.mode): r for r in rows}
+    n = max(len(modes), 1)
+    width = 0.8 / n
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(labels) * max(n, 2) / 2 + 2), 4.5))
+    for j, mode in enumerate(modes):
+        xs, ys, bad = [], [], []
+        for i, label in enumerate(labels):
+            r = by_key.get((label, mode))
+            if r is None:
+                continue
+            x = i - 0.4 + width * (j + 0.5)
+            if r.speedup is None or r.status != "ok":
+                bad.append(x)
+            if r.speedup is not None:
+                xs.append(x)
+                ys.append(r.speedup)
+        bars = ax.bar(xs, ys, width, label=mode)
+        if bad:
+            ax.plot(bad, [1.0] * len(bad), "x", color=bars.patches[0].get_facecolor() if bars.patches else "k",
+                    markersize=8, markeredgewidth=2)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_ylabel("speedup vs eager (higher is better)")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    ax.set_title(title or "realify benchmarks (x: failed or wrong)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,140 @@
+"""``python -m realify {bench,demo,coverage}``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+from typing import Sequence
+
+SIZES = ("small", "large")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .bench import runner, workloads
+
+    parser = argparse.ArgumentParser(prog="python -m realify",
+                                     description="realify: complex PyTorch programs on real-only compilers.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,demo,coverage}")
+
+    bench = sub.add_parser(
+        "bench", help="time the workload suite under eager, torch.compile, complex wrapper and realify",
+        description="Time every workload under each mode in one process; see docs/benchmarks.md.")
+    bench.add_argument("--only", action="append", metavar="NAMES",
+                       help=f"comma-separated workloads to run (default: all): {', '.join(workloads.names())}")
+    # "tiny" is for tests: the same code paths on toy shapes
+    bench.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}",
+                       help="small: seconds per mode on 2 CPU cores (default); large: bigger machines and GPUs")
+    bench.add_argument("--train", action="store_true",
+                       help="also run the training variants (forward + backward + SGD step)")
+    bench.add_argument("--modes", default=",".join(runner.DEFAULT_MODES),
+                       help=f"comma-separated modes (default: {','.join(runner.DEFAULT_MODES)})")
+    bench.add_argument("--repeat", type=int, default=10, metavar="N", help="timed calls per mode (default 10)")
+    bench.add_argument("--warmup", type=int, default=2, metavar="N", help="untimed calls after the first (default 2)")
+    bench.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    bench.add_argument("--warm-cache", action="store_true",
+                       help="keep Inductor's on-disk caches on (compile times of a second run)")
+    bench.add_argument("--json", metavar="PATH", help="write all results and the machine description as JSON")
+    bench.add_argument("--plot", metavar="PATH.png", help="draw speedup vs eager as a grouped bar chart")
+    bench.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    demo = sub.add_parser("demo", help="run a few workloads through backend='realify' and check them against eager")
+    demo.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}")
+    demo.add_argument("--repeat", type=int, default=5, metavar="N")
+    demo.add_argument("--device", default="cpu")
+    demo.add_argument("--no-progress", action="store_true")
+
+    coverage = sub.add_parser("coverage", help="which complex ops have rules (realify.coverage)", add_help=False)
+    coverage.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "bench":
+        return bench(args)
+    if args.command == "demo":
+        return demo(args)
+    return coverage(args.args)
+
+
+def bench(args: argparse.Namespace) -> int:
+    from .bench import report, runner
+
+    try:
+        cases = runner.select(args.only, train=args.train)
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+        for m in modes:
+            if m not in runner.MODES:
+                raise ValueError(f"unknown mode {m!r}; modes are {', '.join(runner.MODES)}")
+    except (KeyError, ValueError) as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    print(f"realify bench: {len(cases)} workload variant(s), size={args.size}, modes={','.join(modes)}, "
+          f"repeat={args.repeat}", file=sys.stderr)
+    start = time.perf_counter()
+    rows = runner.run(cases, size=args.size, modes=modes, repeat=args.repeat, warmup=args.warmup,
+                      device=args.device, cold=not args.warm_cache, progress=not args.no_progress)
+    print(report.format_table(rows, markdown=args.markdown))
+    m = report.machine()
+    print(f"\n{m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads); "
+          f"total {time.perf_counter() - start:.0f} s")
+    failed = [r for r in rows if r.status != "ok"]
+    if failed:
+        print(f"{len(failed)} run(s) failed or differ from eager; see the status column.")
+    if args.json:
+        report.write_json(rows, args.json, size=args.size, repeat=args.repeat, warmup=args.warmup,
+                          device=args.device, modes=modes, cold_compile=not args.warm_cache)
+        print(f"wrote {args.json}")
+    if args.plot:
+        report.plot(rows, args.plot, title=f"realify bench --size {args.size} ({m['cpu']}, {m['cores']} cores)")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    from .bench import runner, workloads
+
+    print("realify demo: each example runs eagerly on complex tensors and through "
+          "torch.compile(backend='realify'), which hands Inductor a real-only graph.\n")
+    start = time.perf_counter()
+    eager: dict[str, runner.Row] = {}
+    failures = 0
+
+    def show(row: runner.Row) -> None:
+        nonlocal failures
+        if row.mode == "eager":
+            eager[row.label] = row
+            return
+        ref = eager.get(row.label)
+        what = workloads.get(row.workload).description
+        print(f"{row.label:<18} {what}")
+        if row.status == "failed":
+            failures += 1
+            print(f"    FAILED: {row.error}")
+            return
+        ok = "matches eager" if row.status == "ok" else "DIFFERS from eager"
+        failures += row.status != "ok"
+        print(f"    {ok}: max rel err {row.max_rel_err:.1e} (tolerance {row.rtol:g})")
+        eager_ms = f"{ref.median_ms:.2f} ms" if ref is not None and ref.median_ms is not None else "failed"
+        speed = f" ({row.speedup:.2f}x)" if row.speedup else ""
+        print(f"    eager {eager_ms}, realify {row.median_ms:.2f} ms{speed}; compile {row.compile_s:.1f} s")
+        for note in row.notes:
+            print(f"    note: {note}")
+
+    runner.demo(size=args.size, repeat=args.repeat, device=args.device, progress=not args.no_progress,
+                on_row=show)
+    print(f"\n{len(runner.DEMO) - failures}/{len(runner.DEMO)} examples correct; total {time.perf_counter() - start:.0f} s")
+    return 1 if failures else 0
+
+
+def coverage(argv: Sequence[str]) -> int:
+    if importlib.util.find_spec("realify.coverage") is None:
+        print("realify coverage: the realify.coverage module is missing from this installation", file=sys.stderr)
+        return 2
+    module = importlib.import_module("realify.coverage")
+    result = module.main(list(argv))
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,139 @@
+"""``python -m realify bench/demo/coverage`` and the benchmark runner, on tiny shapes.
+
+Inductor code generation takes minutes on a shared 2-core machine, so these tests use the
+hidden fast modes (``realify-eager``: realify's real graph run without Inductor) and the
+hidden ``--size tiny``; the code paths (timing, correctness check, JSON, plot) are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from realify import cli
+from realify.bench import report, runner, workloads
+
+FAST = "eager,realify-eager"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_runner_rows_are_timed_and_checked_against_eager():
+    rows = runner.run(runner.select(["docs-chain"]), size="tiny", modes=FAST.split(","), repeat=3, progress=False)
+    assert [(r.workload, r.variant, r.mode) for r in rows] == [
+        ("docs-chain", "fwd", "eager"), ("docs-chain", "fwd", "realify-eager")]
+    eager, real = rows
+    assert eager.status == "ok" and eager.max_rel_err is None and eager.speedup == pytest.approx(1.0)
+    assert real.status == "ok", real.status_text()
+    assert real.max_rel_err is not None and real.max_rel_err <= real.rtol
+    assert real.graphs == 1 and real.graph_breaks == 0
+    assert real.repeat == 3 and 0 < real.min_ms <= real.median_ms <= real.max_ms
+    assert real.compile_s > 0 and real.speedup > 0
+    table = report.format_table(rows)
+    assert "docs-chain fwd" in table and "realify-eager" in table and "max rel err" in table
+
+
+def test_bench_cli_only_train_json_and_plot(tmp_path, capsys):
+    out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
+    rc = cli.main(["bench", "--size", "tiny", "--only", "rotary", "--train", "--modes", FAST, "--repeat", "2",
+                   "--warmup", "1", "--json", str(out_json), "--plot", str(out_png), "--no-progress"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "rotary train" in printed and "docs-chain" not in printed
+    data = json.loads(out_json.read_text())
+    assert data["size"] == "tiny" and data["machine"]["cores"] >= 1
+    rows = data["rows"]
+    assert {(r["workload"], r["variant"], r["mode"]) for r in rows} == {
+        ("rotary", v, m) for v in ("fwd", "train") for m in FAST.split(",")}
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["median_ms"] > 0
+        if r["mode"] != "eager":
+            assert r["max_rel_err"] <= r["rtol"]
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_only_filters_and_rejects_unknown_names(capsys):
+    assert [c.workload.name for c in runner.select(["gemm-256, fno"])] == ["gemm-256", "fno"]
+    assert [(c.workload.name, c.train) for c in runner.select(["gemm-256,fno"], train=True)] == [
+        ("gemm-256", False), ("fno", False), ("fno", True)]
+    assert cli.main(["bench", "--only", "no-such-workload", "--no-progress"]) == 2
+    assert "no-such-workload" in capsys.readouterr().err
+
+
+def test_gemm_only_mode_runs_only_on_gemm_workloads():
+    names = [m.name for m in runner.modes_for(runner.Case(workloads.get("docs-chain"), False), runner.DEFAULT_MODES)]
+    assert "realify-4m" not in names and "realify" in names and "complex-wrapper" in names
+    names = [m.name for m in runner.modes_for(runner.Case(workloads.get("gemm-512"), False), runner.DEFAULT_MODES)]
+    assert "realify-4m" in names
+
+
+def _with_mode(monkeypatch, mode):
+    monkeypatch.setitem(runner.MODES, mode.name, mode)
+    return runner.run(runner.select(["gemm-256"]), size="tiny", modes=["eager", mode.name], repeat=1, warmup=0,
+                      progress=False)[1]
+
+
+def test_failing_mode_is_a_failed_row_with_a_one_line_reason(monkeypatch):
+    def wrap(fn):
+        def broken(*args):
+            raise RuntimeError("no rule for aten.frobnicate\nsecond line")
+        return broken
+
+    row = _with_mode(monkeypatch, runner.Mode("broken", "raises", wrap, compiled=False))
+    assert row.status == "failed" and row.error == "RuntimeError: no rule for aten.frobnicate"
+    assert row.median_ms is None and "FAILED" in report.format_table([row])
+
+
+def test_wrong_result_is_flagged(monkeypatch):
+    row = _with_mode(monkeypatch, runner.Mode("off", "1% off", lambda fn: lambda *a: fn(*a) * 1.01, compiled=False))
+    assert row.status == "wrong" and row.max_rel_err == pytest.approx(0.01, rel=1e-3)
+    assert row.status_text().startswith("WRONG")
+
+
+def test_compiled_mode_without_a_graph_is_a_failure(monkeypatch):
+    row = _with_mode(monkeypatch, runner.Mode("fake-compile", "runs eagerly", lambda fn: fn))
+    assert row.status == "failed" and "no graph was compiled" in row.error
+
+
+def test_max_rel_err():
+    a = torch.tensor([1.0, 2.0, float("nan")])
+    assert runner.max_rel_err(a, a.clone()) == 0.0
+    assert runner.max_rel_err(a * 1.5, a) == pytest.approx(0.5)
+    assert runner.max_rel_err(torch.zeros(3), a) == float("inf")  # nan where the reference has none
+    z = torch.tensor([1 + 1j, 2j])
+    assert runner.max_rel_err((z + 0.02j,), (z,)) == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("name", workloads.names())
+def test_workloads_are_deterministic_and_differentiable(name):
+    w = workloads.get(name)
+    for train in (False, True) if w.trainable else (False,):
+        fn1, inputs1 = w.make("tiny", train, seed=3)
+        fn2, inputs2 = w.make("tiny", train, seed=3)
+        out1, out2 = fn1(*inputs1), fn2(*inputs2)
+        assert runner.max_rel_err(out1, out2) == 0.0
+        if train:
+            assert out1.dim() == 0 and not out1.dtype.is_complex
+            out1.backward()
+
+
+def test_coverage_slot(monkeypatch, capsys):
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    assert cli.main(["coverage"]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run([sys.executable, "-m", "realify", "bench", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "--only" in done.stdout and "tiny" not in done.stdout
