@@ -25,6 +25,7 @@ from typing import Any, Callable, Literal, Sequence
 import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
+from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -124,7 +125,9 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         flat, holder["spec"] = tree_flatten(result)
         return flat
 
-    with fx_traceback.preserve_node_meta():
+    # the Python dispatcher lets C++ composites (istft) run their Python decompositions, whose
+    # value checks trace under fake tensors (as dynamo does)
+    with fx_traceback.preserve_node_meta(), enable_python_dispatcher():
         traced = make_fx(
             torch.func.functionalize(flat_program, remove="mutations_and_views"),
             tracing_mode="real",

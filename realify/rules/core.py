@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import torch
 
 from . import register
@@ -177,3 +179,42 @@ def sym_stride(self, dim):
 @register(aten.sym_storage_offset.default)
 def sym_storage_offset(self):
     return 0
+
+
+_PYTHON_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+
+
+def _inplace_view(func):
+    def rule(self, *args):
+        # an in-place view changes metadata only: apply it to both parts, and to the wrapper's
+        # own sizes/strides with the Python key excluded (the plain metadata kernel runs)
+        func(self.re, *args)
+        func(self.im, *args)
+        with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEY):
+            func(self, *args)
+        return self
+
+    return rule
+
+
+for _op in (aten.transpose_.default, aten.squeeze_.default, aten.squeeze_.dim, aten.squeeze_.dims,
+            aten.unsqueeze_.default, aten.t_.default, aten.swapdims_.default, aten.swapaxes_.default):
+    register(_op)(_inplace_view(_op))
+
+
+@register(aten._local_scalar_dense.default)
+def item(self):
+    # z.item() -> Python complex
+    re, im = parts(self)
+    return builtins.complex(re.item(), 0.0 if im is None else im.item())
+
+
+@register(aten.equal.default)
+def equal(self, other):
+    # equal shapes and equal parts (a real operand has a zero imaginary part)
+    a, b = parts(self), parts(other)
+    if tuple(self.shape) != tuple(other.shape):
+        return False
+    zeros = torch.zeros_like(a[0])
+    return bool(torch.equal(a[0], b[0]) and torch.equal(a[1] if a[1] is not None else zeros,
+                                                       b[1] if b[1] is not None else zeros))

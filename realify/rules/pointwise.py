@@ -94,13 +94,20 @@ def _scaled_exp(x: torch.Tensor):
     return lambda c: torch.where(big, (e * c) * e, e * c)
 
 
+def _times_zero(times, y):
+    """e^x * y for y = ±0: exactly ±0, with the derivative e^x (returning y itself would give
+    d/dy = 1); where e^x overflows (inf * 0 = nan) the value is y."""
+    scaled = times(y)
+    return torch.where(torch.isnan(scaled), y, scaled)
+
+
 def _cexp(x, y):
     # exp(x + iy) = e^x cos y + (e^x sin y) i
     # y = ±0: exactly e^x ± 0i (no inf * 0 = nan for large x: exp(100+0j) = inf+0j);
     # x = ±inf with y = inf/nan: +inf + nan i, or ±0 ± 0i (C99 G.6.3.1, glibc)
     times = _scaled_exp(x)
     re = times(torch.cos(y))
-    im = torch.where(y == 0, y, times(torch.sin(y)))
+    im = torch.where(y == 0, _times_zero(times, y), times(torch.sin(y)))
     inf_x = torch.isinf(x) & ~torch.isfinite(y)
     re = torch.where(inf_x, torch.where(x > 0, x, 0.0), re)
     im = torch.where(inf_x, torch.where(x > 0, y - y, _copysign0(y)), im)
@@ -186,7 +193,7 @@ def _cexpm1(x, y):
     big = x > _log_max(x)
     s = torch.sin(0.5 * y)
     re = torch.where(big, times(torch.cos(y)), torch.expm1(torch.where(big, 0.0, x)) * torch.cos(y) - 2.0 * s * s)
-    im = torch.where(y == 0, y, times(torch.sin(y)))
+    im = torch.where(y == 0, _times_zero(times, y), times(torch.sin(y)))
     return re, im
 
 
