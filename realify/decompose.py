@@ -31,6 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 
 from ._dtypes import real_dtype
@@ -228,7 +229,8 @@ def _leave(x: Any, layout: Layout) -> Any:
 def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs: list[Any], on_missing) -> fx.GraphModule:
     def planar_program(*args):
         values = [_enter(a, c, signature.input_layout) for a, c in zip(args, signature.input_complex)]
-        outs = PlanarInterpreter(functional, on_missing).run(*values)
+        with _RouteComplexCreation():
+            outs = PlanarInterpreter(functional, on_missing).run(*values)
         user = [_leave(o, signature.output_layout) for o in outs[: signature.num_user_outputs]]
         mutated = outs[signature.num_user_outputs :]
         if signature.input_layout == "complex":
@@ -262,6 +264,20 @@ def _resolve_lazy_bits(gm: fx.GraphModule, signature: Signature) -> None:
         for user in users:
             user.replace_input_with(node, resolved)
     gm.recompile()
+
+
+class _RouteComplexCreation(TorchDispatchMode):
+    """While planarizing, an op that would *create* a complex tensor from real arguments (a
+    complex ``dtype=``, a Python complex scalar) — called by a rule or by a PyTorch
+    decomposition, not by the graph itself — goes through the rule table too."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        leaves = tree_leaves((args, kwargs))
+        if not any(isinstance(x, ComplexTensor) for x in leaves) and any(
+                isinstance(x, complex) or (isinstance(x, torch.dtype) and x.is_complex) for x in leaves):
+            return apply_rule(func, args, kwargs)
+        return func(*args, **kwargs)
 
 
 class PlanarInterpreter(fx.Interpreter):

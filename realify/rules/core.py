@@ -144,14 +144,14 @@ def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_
     kw = {k: v for k, v in dict(device=device, memory_format=memory_format).items() if v is not None}
     if target.is_complex:
         rd = real_dtype(target)
-        re = re.to(rd, **kw)
-        im = torch.zeros_like(re) if im is None else im.to(rd, **kw)
+        re = re.to(dtype=rd, **kw)
+        im = torch.zeros_like(re) if im is None else im.to(dtype=rd, **kw)
         return ComplexTensor(re, im)
     if target == torch.bool:
         # a complex number is truthy when either part is nonzero
         return (re != 0) | (im != 0)
     # complex -> real keeps the real part (eager warns that the imaginary part is discarded)
-    return re.to(target, **kw)
+    return re.to(dtype=target, **kw)
 
 
 @register(aten.isreal.default)

@@ -292,3 +292,4 @@ def logsumexp(self, dim, keepdim=False):
         shift = shift.reshape(sr.shape)
     return ComplexTensor(torch.log(torch.hypot(sr, si)) + shift, torch.atan2(si, sr))
 
+
