@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from contextlib import nullcontext
 from typing import Any, Callable, Literal, Sequence
 
 import torch
@@ -28,7 +29,7 @@ import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -126,13 +127,21 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         flat, holder["spec"] = tree_flatten(result)
         return flat
 
-    # the Python dispatcher lets C++ composites (istft) run their Python decompositions, whose
-    # value checks trace under fake tensors (as dynamo does)
-    with fx_traceback.preserve_node_meta(), enable_python_dispatcher():
-        traced = make_fx(
-            torch.func.functionalize(flat_program, remove="mutations_and_views"),
-            tracing_mode="real",
-        )(*fake_inputs)
+    def trace(python_dispatcher: bool) -> fx.GraphModule:
+        with fx_traceback.preserve_node_meta(), (enable_python_dispatcher() if python_dispatcher else nullcontext()):
+            return make_fx(
+                torch.func.functionalize(flat_program, remove="mutations_and_views"),
+                tracing_mode="real",
+            )(*fake_inputs)
+
+    try:
+        traced = trace(python_dispatcher=False)
+    except DataDependentOutputException:
+        # a C++ composite read a tensor value (istft's window check): with the Python
+        # dispatcher it runs its Python decomposition instead, which traces (as dynamo does).
+        # Not the default: it also swaps ops realify has rules for (upsampling) for
+        # decompositions that are not defined on complex values.
+        traced = trace(python_dispatcher=True)
     _inplace_views_to_functional(traced)
     mutated = _mutations_to_outputs(traced)
     out_node = traced.graph.output_node()

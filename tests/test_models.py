@@ -164,16 +164,6 @@ def test_s4d_kernel_forward_and_gradients(inner):
     _check_graphs(rec, {"fft_r2c", "fft_c2r"})
 
 
-_EXP_GRAD_AT_ZERO_IMAG = (
-    "realify/rules/pointwise.py _cexp: `im = torch.where(y == 0, y, times(torch.sin(y)))` returns y "
-    "itself where Im z == 0, so in the compile path (aot_autograd differentiates the real graph) "
-    "d Im(exp z)/dy there is 1 instead of e^x: exp(-0.5 + 1j*b) at b = 0 gives grad 1.0, eager 0.6065 "
-    "(same in _cexpm1); S4D's A_imag = pi * arange(N/2) starts at exactly 0. The eager ComplexTensor "
-    "front end is right (its autograd uses exp's complex backward formula)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=_EXP_GRAD_AT_ZERO_IMAG)
 def test_s4d_gradient_of_imaginary_state_part():
     model, inputs, target = _s4d()
     assert (model.kernel.A_imag == 0).any()
@@ -211,16 +201,6 @@ def test_complex_cnn_trains_like_eager(inner):
 # ---- STFT mask model --------------------------------------------------------------------------
 
 
-_ISTFT_NOLA = (
-    "realify/decompose.py _functionalize: make_fx runs without torch._dispatch.python."
-    "enable_python_dispatcher(), so istft runs its C++ composite, whose NOLA check "
-    "(at::is_scalar_tensor_true -> aten.equal, tagged data_dependent_output) raises "
-    "DataDependentOutputException on the fake inputs; dynamo's own fake propagation and "
-    "aot_autograd enable the Python dispatcher, where istft's Python decomposition traces cleanly"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=_ISTFT_NOLA)
 @pytest.mark.parametrize("inner", INNERS)
 def test_stft_mask_model_forward_backward(inner):
     # stft(return_complex=True) -> view_as_real channels -> real conv net -> bounded mask

@@ -242,8 +242,6 @@ def test_full_relative_precision_near_zero(name, reference, dtype):
             assert abs(got.imag - want.imag) <= ulps * abs(want.imag), (name, got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="realify/_algebra.cdiv: a nan ± 0i divisor is taken for a zero divisor "
-                                       "(inf + nan i where eager gives nan + nan i)")
 def test_division_by_nan_real_part():
     z = torch.tensor([complex(nan, 0.0)])
     assert_same_values(run_eager(torch.reciprocal, z), torch.reciprocal(z), torch.complex64)

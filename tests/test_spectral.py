@@ -146,13 +146,7 @@ STFTS = {
 # Not realify's FFT rules: stft ends in in-place view ops (transpose_, squeeze_) that
 # functionalization leaves in the graph and no shape rule handles yet; istft's window check
 # (NOLA) reads a tensor value, which decompose's fake-tensor trace cannot do.
-_TRANSPOSE_ = "no rule for the in-place view op aten.transpose_ (shape rules)"
-STFT_KNOWN_FAILURES = {
-    ("eager", "stft_complex_input"): _TRANSPOSE_,
-    ("decompose", "stft_complex_input"): _TRANSPOSE_,
-    ("decompose", "stft_real_input"): _TRANSPOSE_,
-    ("decompose", "istft"): "decompose traces istft's data-dependent NOLA check on fake tensors",
-}
+STFT_KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 
 def _stft_params():
@@ -411,7 +405,6 @@ def test_complex_conv2d_module(dtype):
     assert_same(run_decompose(program, x, weight, bias), module(x).detach())
 
 
-@pytest.mark.xfail(reason="decompose keeps captured complex parameters as complex get_attr constants", strict=True)
 @pytest.mark.parametrize("dtype", COMPLEX_DTYPES, ids=str)
 def test_complex_conv2d_module_with_parameters_inside(dtype):
     # parameters captured by the traced program (not passed as inputs)
