@@ -22,10 +22,7 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
-def docs_example(a, b):
-    c = a + b
-    d = a * b
-    return torch.atan(torch.cos(d) / torch.sin(c))
+from realify.bench.workloads import docs_chain as docs_example  # atan(cos(a*b) / sin(a+b))
 
 
 @pytest.mark.parametrize("shape", [(5, 1), (1 << 16,)])
