@@ -102,7 +102,9 @@ def run_compile(op, sample, inner: Any = "eager") -> Any:
 
     torch._dynamo.reset()
     try:
-        out = torch.compile(program, backend=backend, dynamic=False)(*tensors)
+        # let dynamo capture ops with data-dependent output shapes (nonzero) instead of breaking
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            out = torch.compile(program, backend=backend, dynamic=False)(*tensors)
     finally:
         torch._dynamo.reset()
     if not compiled_graphs:
