@@ -131,7 +131,8 @@ def fft_c2r(re: torch.Tensor, im: torch.Tensor, dim: list[int], normalization: i
             last_dim_size: int) -> torch.Tensor:
     # x[n] = scale * sum_k X[k] exp(2 pi i k n / N) with X completed by Hermitian symmetry
     # X[N-k] = conj(X[k]) from the onesided input; N = last_dim_size, the result is real.
-    return aten._fft_c2r.default(_interleave(re, im), _wrap(re, dim), normalization, last_dim_size)
+    # contiguous, as the fake implementation promises (aten's c2r may return other strides)
+    return aten._fft_c2r.default(_interleave(re, im), _wrap(re, dim), normalization, last_dim_size).contiguous()
 
 
 @fft_c2r.register_fake
