@@ -78,10 +78,14 @@ class _Runtime:
 
 
 def _split(z: torch.Tensor) -> torch.Tensor:
-    """Complex (*shape) -> real (2, *shape), planar, in one copy pass (differentiable)."""
-    if z.is_conj() or z.is_neg():  # lazy conj/neg views: materialize first (a second pass)
-        z = z.resolve_conj().resolve_neg()
-    return torch.view_as_real(z).movedim(-1, 0).contiguous()
+    """Complex (*shape) -> real (2, *shape), planar, in one copy pass (differentiable).
+
+    ``stack`` of the real/imag views (which also resolves lazy conj/neg bits) measured 2.5 ms
+    for 2^20 complex64 elements on 2 cores, against 11.5 ms for
+    ``view_as_real(z).movedim(-1, 0).contiguous()`` (a transposing copy), and reading the
+    interleaved input with stride-2 loads inside the Inductor kernel made the docs chain 2x
+    slower overall (97 ms against 51 ms)."""
+    return torch.stack([z.real, z.imag])
 
 
 def _split_example(x: torch.Tensor) -> torch.Tensor:
