@@ -111,7 +111,7 @@ def _has_complex(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
         for v in tree_leaves(node.meta.get("example_value", node.meta.get("val"))):
             if isinstance(v, torch.Tensor) and v.dtype.is_complex:
                 return True
-    return True if any(isinstance(a, complex) for n in gm.graph.nodes for a in tree_leaves((n.args, n.kwargs))) else False
+    return any(isinstance(a, complex) for n in gm.graph.nodes for a in tree_leaves((n.args, n.kwargs)))
 
 
 def _resolve_inner(inner: Inner, options: dict) -> Callable:

@@ -28,12 +28,11 @@ import torch.fx as fx
 import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves
 
 from ._dtypes import real_dtype
 from .errors import ComplexLeakError, MissingRuleError

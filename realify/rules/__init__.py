@@ -78,7 +78,9 @@ def _functional_variant(func: OpOverload) -> OpOverload | None:
     """aten.add.Tensor for aten.add_.Tensor and aten.add.out; None for functional ops."""
     schema = func._schema
     name = func.overloadpacket.__name__
-    if name.endswith("_") and not name.startswith("_") and schema.arguments and schema.arguments[0].is_out is False and schema.arguments[0].alias_info is not None and schema.arguments[0].alias_info.is_write:
+    first = schema.arguments[0] if schema.arguments else None
+    writes_self = first is not None and not first.is_out and first.alias_info is not None and first.alias_info.is_write
+    if name.endswith("_") and not name.startswith("_") and writes_self:
         packet = getattr(aten, name[:-1], None)
         overload = func._overloadname
     elif any(a.is_out for a in schema.arguments):
