@@ -8,11 +8,13 @@ from . import backend, config
 from .backend import compile, realify_backend
 from .decompose import Signature, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
+from .export import ComplexCallAdapter, ExportSignature, export, export_adapter
 from .tensor import ComplexTensor
 
 logging.getLogger("realify").addHandler(logging.NullHandler())
 
 __all__ = [
+    "ComplexCallAdapter",
     "ComplexTensor",
     "ComplexLeakError",
     "MissingRuleError",
@@ -24,5 +26,8 @@ __all__ = [
     "realify_backend",
     "config",
     "decompose",
+    "export",
+    "export_adapter",
+    "ExportSignature",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,478 @@
+"""The export front end: a complex program as a real-only ``torch.export.ExportedProgram``.
+
+Three steps:
+
+1. ``torch.export.export`` the program as written (a function is wrapped in a module first):
+   an aten graph whose parameters, buffers and constants are lifted to inputs, with symbolic
+   sizes where ``dynamic_shapes`` asked for them;
+2. :func:`realify.decompose` that graph with interleaved boundaries: every complex input
+   (user input, parameter, buffer, constant) becomes a real ``(*shape, 2)`` tensor and every
+   complex output is produced as one;
+3. ``torch.export.export`` the real graph again, inside a module that holds the real state
+   under the original names, so the result is an ordinary ExportedProgram: ``ep.module()``,
+   ``ep.state_dict``, ``torch.onnx.export(ep)``, ``torch.export.save`` all work on it.
+
+Which inputs and outputs were complex is recorded as an :class:`ExportSignature` in
+``ep.graph_module.meta["realify_signature"]``; :class:`ComplexCallAdapter` reads it to give
+back a module that takes and returns complex tensors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx as fx
+from torch.export import Dim, ExportedProgram, ShapesCollection
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.export._tree_utils import reorder_kwargs
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+from .decompose import decompose
+from .errors import ComplexLeakError, MissingRuleError, RealifyError
+
+log = logging.getLogger("realify")
+
+SIGNATURE_KEY = "realify_signature"
+
+_EXPORT_ADVICE = (
+    "\n  What to do: an exported program cannot call back into eager PyTorch, so every complex "
+    "op needs a rule. Compute this op outside the exported program (on its inputs before the "
+    "call, or on its outputs after), or register a rule with realify.rules.register(...) "
+    "(see docs/rules.md)."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSignature:
+    """What the real program's flat inputs and outputs were in the complex program.
+
+    ``inputs`` and ``outputs`` hold, per leaf of the flattened ``(args, kwargs)`` and of the
+    flattened result, the complex dtype that leaf had (``None`` for real tensors and
+    non-tensors). ``mutated_inputs`` are the flat input positions the program writes to.
+    With ``truncate_double``, complex128 leaves travel as float32 pairs.
+    """
+
+    inputs: tuple[torch.dtype | None, ...]
+    outputs: tuple[torch.dtype | None, ...]
+    mutated_inputs: tuple[int, ...] = ()
+    truncate_double: bool = False
+
+    def real_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype of the ``(..., 2)`` tensor that carries a complex ``dtype``."""
+        return _real_dtype(dtype, self.truncate_double)
+
+
+def export(
+    program: torch.nn.Module | Callable,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+    truncate_double: bool = False,
+    strict: bool = False,
+) -> ExportedProgram:
+    """Export ``program`` as a real-only ExportedProgram.
+
+    Complex inputs, parameters, buffers and outputs become real ``(*shape, 2)`` tensors in the
+    ``torch.view_as_real`` layout: float32 for complex64, float64 for complex128 (float32 with
+    ``truncate_double=True``). Real values are untouched; only dtypes decide, so a real tensor
+    whose last dim is 2 stays as it is. Parameters and buffers keep their state_dict names, so
+    complex weights load as ``torch.view_as_real(p)``.
+
+    ``dynamic_shapes`` is written for the complex program, as for ``torch.export.export``; the
+    trailing dim of 2 is always static. ``strict`` is passed to the first
+    ``torch.export.export`` (dynamo capture when True). A complex op without a rule raises
+    :class:`~realify.MissingRuleError`: exported programs have no eager islands.
+
+    Call the result with interleaved tensors (``ep.module()(*real_args)``), or wrap it in
+    :class:`ComplexCallAdapter` to call it with the original complex arguments.
+    """
+    args = tuple(args)
+    module = program if isinstance(program, torch.nn.Module) else _FunctionModule(program)
+    complex_ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    _check_supported(complex_ep)
+    kwargs = reorder_kwargs(dict(kwargs or {}), complex_ep.call_spec.in_spec)
+
+    gm = complex_ep.graph_module
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
+    try:
+        real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
+    except MissingRuleError as err:
+        raise _for_export(err) from None
+    _views_to_reshapes(real_gm)
+
+    flat_args, in_spec = tree_flatten((args, kwargs))
+    real_args, real_kwargs = tree_unflatten([_interleave(x, truncate_double) for x in flat_args], in_spec)
+    wiring = _Wiring(complex_ep, real_gm.realify_signature.mutated_inputs)
+    wrapper = _RealProgram(real_gm, wiring, _RealState(complex_ep, truncate_double), _forward_signature(module))
+    shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
+    real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
+    check_real(real_ep)
+    signature = ExportSignature(
+        inputs=tuple(x.dtype if _is_complex(x) else None for x in flat_args),
+        outputs=_output_dtypes(complex_ep),
+        mutated_inputs=wiring.mutated_user_inputs,
+        truncate_double=truncate_double,
+    )
+    real_ep.graph_module.meta[SIGNATURE_KEY] = signature
+    log.debug("realify.export: %d complex input(s), %d complex output(s)",
+              sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
+    return real_ep
+
+
+def signature_of(ep: ExportedProgram) -> ExportSignature:
+    """The :class:`ExportSignature` that :func:`export` recorded on ``ep``."""
+    signature = ep.graph_module.meta.get(SIGNATURE_KEY)
+    if signature is None:
+        raise RealifyError("this ExportedProgram was not made by realify.export (no realify_signature in "
+                           "ep.graph_module.meta); export it with realify.export(...)")
+    return signature
+
+
+class ComplexCallAdapter(torch.nn.Module):
+    """Calls a program made by :func:`export` with the original complex arguments.
+
+    Complex input tensors are passed as ``torch.view_as_real`` (a view when the tensor is
+    contiguous, otherwise one copy); real ``(..., 2)`` outputs that were complex come back as
+    ``torch.view_as_complex`` views, in the program's original dtype. Inputs the program
+    mutates are written back.
+    """
+
+    def __init__(self, ep: ExportedProgram):
+        super().__init__()
+        self.signature = signature_of(ep)
+        self.program = ep.module()
+        self._in_spec = ep.call_spec.in_spec
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        sig = self.signature
+        flat, spec = tree_flatten((args, reorder_kwargs(kwargs, self._in_spec)))
+        if len(flat) != len(sig.inputs):
+            raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")
+        real = [_to_real(x, sig.real_dtype(x.dtype)) if d is not None else x for x, d in zip(flat, sig.inputs)]
+        real_args, real_kwargs = tree_unflatten(real, spec)
+        out = self.program(*real_args, **real_kwargs)
+        for i in sig.mutated_inputs:
+            if sig.inputs[i] is not None and not _same_memory(real[i], flat[i]):
+                flat[i].copy_(torch.view_as_complex(real[i]).to(flat[i].dtype))
+        out_flat, out_spec = tree_flatten(out)
+        merged = [_to_complex(o, d) if d is not None else o for o, d in zip(out_flat, sig.outputs)]
+        return tree_unflatten(merged, out_spec)
+
+
+def export_adapter(ep: ExportedProgram) -> ComplexCallAdapter:
+    """``ComplexCallAdapter(ep)``: the exported program, called with complex tensors."""
+    return ComplexCallAdapter(ep)
+
+
+def check_real(ep: ExportedProgram) -> None:
+    """Raise :class:`~realify.ComplexLeakError` naming each node, state entry or constant of
+    ``ep`` that still holds a complex dtype."""
+    leaks = []
+    for node in ep.graph.nodes:
+        if any(_is_complex(v) for v in tree_leaves(node.meta.get("val"))):
+            leaks.append(f"{node.op} {node.name}: {node.format_node()}")
+    for name, value in list(ep.state_dict.items()) + list(ep.constants.items()):
+        if _is_complex(value):
+            leaks.append(f"state {name}: {value.dtype}")
+    if leaks:
+        raise ComplexLeakError("complex values remain in the exported program:\n  " + "\n  ".join(leaks[:10]))
+
+
+# ---- step 1: the complex program ------------------------------------------------------------
+
+
+class _FunctionModule(torch.nn.Module):
+    """A plain function as the module torch.export needs; ``forward`` keeps its signature
+    (dynamic_shapes may name its arguments)."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.forward = fn
+
+
+_STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def _check_supported(ep: ExportedProgram) -> None:
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in _STATE_KINDS + (InputKind.USER_INPUT,):
+            raise RealifyError(
+                f"realify.export does not support {spec.kind.name} inputs ({spec.arg}) yet: export a "
+                f"program without custom objects or effect tokens")
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+            raise RealifyError(
+                f"realify.export does not support {spec.kind.name} outputs ({spec.arg}): export the "
+                f"forward program (inference), not a training step")
+
+
+def _real_dtype(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:
+    if dtype == torch.complex128:
+        return torch.float32 if truncate_double else torch.float64
+    if dtype == torch.complex64:
+        return torch.float32
+    raise RealifyError(f"realify.export supports complex64 and complex128 values, got {dtype}: "
+                       f"cast it to complex64 first")
+
+
+def _narrow(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:
+    return torch.complex64 if truncate_double and dtype == torch.complex128 else dtype
+
+
+def _trace_input(value: Any, truncate_double: bool) -> Any:
+    """A placeholder's fake value as decompose traces it (complex128 narrowed if asked)."""
+    if _is_complex(value) and _narrow(value.dtype, truncate_double) != value.dtype:
+        with value.fake_mode:
+            return value.to(_narrow(value.dtype, truncate_double))
+    return value
+
+
+def _for_export(err: MissingRuleError) -> MissingRuleError:
+    """The same error, with advice that fits export (no eager islands, no strict=False)."""
+    text = str(err).split("\n  What to do:")[0]
+    new = MissingRuleError(err.op, where=err.where)
+    new.args = (text + _EXPORT_ADVICE,)
+    return new
+
+
+# ---- step 3: the real program ---------------------------------------------------------------
+
+
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
+def _views_to_reshapes(gm: fx.GraphModule) -> None:
+    """``view`` -> ``reshape`` in the (functional) real graph. Its views were recorded where the
+    first trace's strides allowed them; the second trace may give an input other strides
+    (``slice_copy`` is contiguous in one, a strided view in the other), where only reshape is
+    valid. Values are the same: nothing in the graph mutates a view."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _VIEWS:
+            node.target = torch.ops.aten.reshape.default
+    gm.recompile()
+
+
+
+def _interleave(x: Any, truncate_double: bool) -> Any:
+    if not _is_complex(x):
+        return x
+    return _to_real(x, _real_dtype(x.dtype, truncate_double))
+
+
+def _to_real(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Complex ``(*shape)`` -> real contiguous ``(*shape, 2)``: a view when ``z`` allows it."""
+    z = z.resolve_conj().resolve_neg()
+    return torch.view_as_real(z).to(dtype).contiguous()
+
+
+def _to_complex(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
+        x = x.contiguous()
+    if x.dtype != torch.float32 and x.dtype != torch.float64:
+        x = x.float()
+    return torch.view_as_complex(x).to(dtype)
+
+
+def _same_memory(real: torch.Tensor, z: torch.Tensor) -> bool:
+    return real.data_ptr() == z.data_ptr() and real.dtype == _real_dtype(z.dtype, False) and z.is_contiguous()
+
+
+class _RealState:
+    """The complex program's parameters, buffers and constants as real tensors, by name.
+
+    Complex state is copied into its own ``(..., 2)`` tensors (the exported program must not
+    write through to the original module's complex buffers); real state is shared with the
+    original module, as torch.export shares it."""
+
+    def __init__(self, ep: ExportedProgram, truncate_double: bool):
+        self.parameters: dict[str, torch.nn.Parameter] = {}
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.persistent: dict[str, bool] = {}
+        self.constants: dict[str, torch.Tensor] = {}
+
+        def real(x: torch.Tensor) -> torch.Tensor:
+            return _interleave(x.detach(), truncate_double).clone() if _is_complex(x) else x
+
+        for spec in ep.graph_signature.input_specs:
+            if spec.kind is InputKind.PARAMETER:
+                p = ep.state_dict[spec.target]
+                self.parameters[spec.target] = torch.nn.Parameter(real(p), requires_grad=p.requires_grad) if _is_complex(p) else p
+            elif spec.kind is InputKind.BUFFER:
+                self.buffers[spec.target] = real(ep.state_dict[spec.target] if spec.persistent else ep.constants[spec.target])
+                self.persistent[spec.target] = bool(spec.persistent)
+            elif spec.kind is InputKind.CONSTANT_TENSOR:
+                self.constants[spec.target] = real(ep.constants[spec.target])
+
+
+def _owner(root: torch.nn.Module, fqn: str) -> tuple[torch.nn.Module, str]:
+    """The submodule that holds ``fqn`` (created as an empty module where missing)."""
+    *path, name = fqn.split(".")
+    module = root
+    for part in path:
+        if not hasattr(module, part):
+            module.add_module(part, torch.nn.Module())
+        module = getattr(module, part)
+    return module, name
+
+
+class _Wiring:
+    """Where each input of the real graph comes from, and where each output goes.
+
+    Inputs follow the complex program's placeholders: a user input (by its flat position in
+    ``(args, kwargs)``) or a named parameter/buffer/constant. Outputs: the program's outputs
+    (user outputs, and mutations torch.export already made functional), then the new values
+    of the inputs that decompose found written in place."""
+
+    def __init__(self, ep: ExportedProgram, mutated_placeholders: Sequence[int]):
+        specs = list(ep.graph_signature.input_specs)
+        user = [s.arg.name for s in specs if s.kind is InputKind.USER_INPUT]
+        if len(user) != ep.call_spec.in_spec.num_leaves:
+            raise RealifyError(
+                f"realify.export expects one graph input per leaf of (args, kwargs): the program has "
+                f"{len(user)} for {ep.call_spec.in_spec.num_leaves} leaves; pass only tensors and "
+                f"Python numbers as arguments")
+        self.user_index = {name: i for i, name in enumerate(user)}
+        # ("user", flat index) or (kind, target) per placeholder
+        self.sources: list[tuple] = [("user", self.user_index[s.arg.name]) if s.kind is InputKind.USER_INPUT
+                                     else (s.kind, s.target) for s in specs]
+        self.outputs = list(ep.graph_signature.output_specs)
+        self.out_spec = ep.call_spec.out_spec
+        self.written: list[tuple] = []  # per extra output: the source it is written to
+        for i in mutated_placeholders:
+            source = self.sources[i]
+            if source[0] not in ("user", InputKind.BUFFER):
+                raise RealifyError(
+                    f"the program writes in place to {source[0].name.lower()} {source[1]}; realify.export "
+                    f"supports in-place writes to inputs and buffers only: compute a new tensor instead")
+            self.written.append(source)
+        self.mutated_user_inputs = tuple(sorted(
+            {self.user_index[s.target] for s in self.outputs if s.kind is OutputKind.USER_INPUT_MUTATION}
+            | {src[1] for src in self.written if src[0] == "user"}))
+
+
+class _RealProgram(torch.nn.Module):
+    """The decomposed graph as a module: real state under the original names, the user's
+    inputs in their original structure, in-place writes applied to buffers and inputs (where
+    the second torch.export records them as mutations)."""
+
+    def __init__(self, real_gm: fx.GraphModule, wiring: _Wiring, state: _RealState, signature: inspect.Signature | None):
+        super().__init__()
+        self.real_gm = real_gm
+        self.wiring = wiring
+        for fqn, p in state.parameters.items():
+            owner, name = _owner(self, fqn)
+            owner.register_parameter(name, p)
+        for fqn, b in state.buffers.items():
+            owner, name = _owner(self, fqn)
+            owner.register_buffer(name, b, persistent=state.persistent[fqn])
+        self._constant_attr = {}
+        for i, (target, c) in enumerate(state.constants.items()):
+            self._constant_attr[target] = f"_realify_constant_{i}"
+            setattr(self, self._constant_attr[target], c)
+        if signature is not None:
+            # the same parameter names as the complex program: dynamic_shapes and graph input
+            # names (ONNX input names too) refer to them
+            def forward(*args, **kwargs):
+                return self.run(*args, **kwargs)
+
+            forward.__signature__ = signature
+            self.forward = forward
+
+    def _state(self, source: tuple) -> torch.Tensor:
+        kind, target = source
+        if kind is InputKind.CONSTANT_TENSOR:
+            return getattr(self, self._constant_attr[target])
+        owner, name = _owner(self, target)
+        return getattr(owner, name)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        user_inputs = tree_leaves((args, kwargs))
+        flat = [user_inputs[s[1]] if s[0] == "user" else self._state(s) for s in self.wiring.sources]
+        outs = list(self.real_gm(*flat))
+        program_outs, written = outs[: len(self.wiring.outputs)], outs[len(self.wiring.outputs):]
+        user_outputs = []
+        for spec, value in zip(self.wiring.outputs, program_outs):
+            if spec.kind is OutputKind.USER_OUTPUT:
+                user_outputs.append(value)
+            elif spec.kind is OutputKind.BUFFER_MUTATION:
+                self._state((InputKind.BUFFER, spec.target)).copy_(value)
+            else:  # USER_INPUT_MUTATION
+                user_inputs[self.wiring.user_index[spec.target]].copy_(value)
+        for source, value in zip(self.wiring.written, written):
+            (user_inputs[source[1]] if source[0] == "user" else self._state(source)).copy_(value)
+        return tree_unflatten(user_outputs, self.wiring.out_spec)
+
+
+def _forward_signature(module: torch.nn.Module) -> inspect.Signature | None:
+    try:
+        return inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        return None
+
+
+def _output_dtypes(ep: ExportedProgram) -> tuple[torch.dtype | None, ...]:
+    """The complex dtype of each user output of the complex program (None where real)."""
+    dtypes = []
+    for spec, node in zip(ep.graph_signature.output_specs, ep.graph.output_node().args[0]):
+        if spec.kind is OutputKind.USER_OUTPUT:
+            value = node.meta.get("val") if isinstance(node, fx.Node) else node
+            dtypes.append(value.dtype if _is_complex(value) else None)
+    return tuple(dtypes)
+
+
+def _real_dynamic_shapes(placeholders: list[fx.Node], ep: ExportedProgram, real_args, real_kwargs) -> Any:
+    """The dynamic shapes of the real program: each symbolic size of the complex program's
+    user inputs becomes a Dim with the same name and range; the trailing 2 stays static."""
+    user_nodes = [n for n, s in zip(placeholders, ep.graph_signature.input_specs) if s.kind is InputKind.USER_INPUT]
+    if not any(isinstance(d, torch.SymInt) for n in user_nodes for d in _shape(n.meta.get("val"))):
+        return None
+    dims: dict[str, Any] = {}
+    shapes = ShapesCollection()
+    real_leaves = tree_leaves((real_args, real_kwargs))
+    for node, real in zip(user_nodes, real_leaves):
+        value = node.meta.get("val")
+        if not isinstance(real, torch.Tensor):
+            continue
+        spec = [_dim_for(d, ep, dims) for d in _shape(value)]
+        if real.dim() == len(spec) + 1:
+            spec.append(None)
+        shapes[real] = tuple(spec)
+    return shapes
+
+
+def _shape(value: Any) -> tuple:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+
+
+def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any]) -> Any:
+    if not isinstance(size, torch.SymInt):
+        return None
+    expr = size.node.expr
+    if not expr.is_Symbol:
+        return Dim.AUTO
+    name = str(expr)
+    if name not in dims:
+        bounds = ep.range_constraints.get(expr)
+        lower = _finite(bounds.lower) if bounds is not None else None
+        upper = _finite(bounds.upper) if bounds is not None else None
+        lower = lower or 0
+        dims[name] = Dim(name, min=lower, max=upper) if upper is not None else Dim(name, min=lower)
+    return dims[name]
+
+
+def _finite(bound: Any) -> int | None:
+    return None if bound in (int_oo, -int_oo) else int(bound)
+
+
+def _is_complex(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.dtype.is_complex

@@ -1,0 +1,214 @@
+"""ONNX export of real-only programs made by :func:`realify.export`.
+
+The exported graph is real everywhere, so ``torch.onnx.export`` translates it with its own
+tables, except for realify's planar FFT ops (:mod:`realify.ops`). Their translations here use
+ONNX ``DFT`` (opset 20: ``axis`` is an input), which works on a trailing dim of 2
+``[re, im]`` (or 1 for a real signal), the same interleaved layout the export boundary uses.
+
+Normalization follows aten's codes: 0 none, 1 by ``1/sqrt(n)``, 2 by ``1/n``, whatever the
+direction, with ``n`` the product of the transformed signal lengths. ONNX's inverse DFT
+already divides by each axis length, so inverse transforms are rescaled by ``n * scale``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Sequence
+
+import torch
+from onnxscript import opset20 as op
+
+from . import ops  # noqa: F401  (registers the realify:: ops)
+from .export import export
+
+log = logging.getLogger("realify")
+
+# torch.onnx's default opset in torch 2.13 (torch.onnx._constants.ONNX_DEFAULT_OPSET)
+OPSET = 20
+
+
+def onnx_translation_table() -> dict[Callable, Callable]:
+    """``custom_translation_table`` entries for realify's custom ops, for ``torch.onnx.export``."""
+    return {
+        torch.ops.realify.fft_c2c.default: fft_c2c,
+        torch.ops.realify.fft_r2c.default: fft_r2c,
+        torch.ops.realify.fft_c2r.default: fft_c2r,
+        # realify's rules read signs of zeros (branch cuts, C99 special values): the default
+        # translations have no copysign and a signbit that is false for -0.0
+        torch.ops.aten.copysign.Tensor: copysign,
+        torch.ops.aten.signbit.default: signbit,
+        torch.ops.prims.signbit.default: signbit,
+        # |z| = hypot(re, im) must not overflow where re^2 + im^2 would
+        torch.ops.aten.hypot.default: hypot,
+        torch.ops.prims.hypot.default: hypot,
+    }
+
+
+def to_onnx(
+    program: torch.export.ExportedProgram | torch.nn.Module | Callable,
+    args: Sequence[Any] = (),
+    path: str | os.PathLike | None = None,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    dynamic_shapes: Any = None,
+    truncate_double: bool = False,
+    custom_translation_table: dict[Callable, Callable] | None = None,
+    **onnx_options: Any,
+) -> "torch.onnx.ONNXProgram":
+    """Export a complex program to ONNX through :func:`realify.export`.
+
+    ``program`` is an ExportedProgram made by :func:`realify.export` (``args`` are then not
+    needed), or a module/function exported first with ``args``, ``kwargs``,
+    ``dynamic_shapes`` and ``truncate_double``. Complex inputs and outputs are real
+    ``(*shape, 2)`` tensors in the ONNX model. The result is ``torch.onnx.export``'s
+    ONNXProgram (``.model_proto``, ``.save(path)``); it is saved to ``path`` when given.
+    Other keyword arguments go to ``torch.onnx.export`` (``opset_version``, ``optimize``, ...).
+    """
+    if isinstance(program, torch.export.ExportedProgram):
+        ep = program
+    else:
+        ep = export(program, args, kwargs, dynamic_shapes=dynamic_shapes, truncate_double=truncate_double)
+    table = {**onnx_translation_table(), **(custom_translation_table or {})}
+    onnx_options.setdefault("opset_version", OPSET)
+    onnx_options.setdefault("verbose", False)
+    onnx_program = torch.onnx.export(ep, (), dynamo=True, custom_translation_table=table, **onnx_options)
+    if path is not None:
+        onnx_program.save(os.fspath(path))
+        log.info("realify: wrote %s", os.fspath(path))
+    return onnx_program
+
+
+# ---- translations of the realify:: FFT ops (onnxscript, traced at export time) -------------
+
+
+def fft_c2c(re, im, dim: Sequence[int], normalization: int, forward: bool):
+    """realify::fft_c2c -> DFT over each dim of the stacked ``[re, im]``, then the scale.
+
+    X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) per dim; ONNX's inverse DFT has the
+    1/N of each dim built in, so the inverse result is multiplied by n * scale."""
+    dims = _wrapped(re, dim)
+    z = _stack(re, im)
+    for d in dims:
+        z = op.DFT(z, None, _axis(d), inverse=0 if forward else 1, onesided=0)
+    z = _normalize(z, _length(re, dims), normalization, inverse=not forward)
+    return _unstack(z)
+
+
+def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
+    """realify::fft_r2c -> a real DFT on the last dim (onesided: bins 0 .. N//2), then full
+    DFTs on the other dims.
+
+    X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); scale = 1, 1/sqrt(n), 1/n for codes 0/1/2."""
+    dims = _wrapped(x, dim)
+    n = _length(x, dims)
+    z = op.Unsqueeze(x, _ints([-1]))  # a real signal: trailing dim of 1
+    z = op.DFT(z, None, _axis(dims[-1]), inverse=0, onesided=1 if onesided else 0)
+    for d in dims[:-1]:
+        z = op.DFT(z, None, _axis(d), inverse=0, onesided=0)
+    z = _normalize(z, n, normalization, inverse=False)
+    return _unstack(z)
+
+
+def fft_c2r(re, im, dim: Sequence[int], normalization: int, last_dim_size: int):
+    """realify::fft_c2r -> inverse DFTs on the leading dims, Hermitian completion of the last
+    dim, inverse DFT, real part.
+
+    x[n] = scale * sum_k X[k] exp(2 pi i k n / N), N = last_dim_size, with the bins the onesided
+    input lacks filled by symmetry: X[N - k] = conj(X[k]) for k = 1 .. N - (N//2 + 1). The
+    imaginary parts of X[0] (and of X[N/2] for even N) only reach the imaginary part of x,
+    which is dropped, as aten's c2r ignores them."""
+    dims = _wrapped(re, dim)
+    z = _stack(re, im)
+    for d in dims[:-1]:
+        z = op.DFT(z, None, _axis(d), inverse=1, onesided=0)
+    last, size = dims[-1], last_dim_size
+    half = size // 2 + 1
+    head = op.Slice(z, _ints([0]), _ints([half]), _ints([last]))
+    # bins N - half .. 1, in that order (step -1; ``ends`` is exclusive)
+    mirrored = op.Slice(z, _ints([size - half]), _ints([0]), _ints([last]), _ints([-1]))
+    mirrored = op.Mul(mirrored, op.CastLike(op.Constant(value_floats=[1.0, -1.0]), mirrored))  # conj
+    full = op.Concat(head, mirrored, axis=last)
+    x = op.DFT(full, None, _axis(last), inverse=1, onesided=0)
+    x = op.Squeeze(op.Slice(x, _ints([0]), _ints([1]), _ints([-1])), _ints([-1]))  # real part
+    n = op.Mul(_length(re, dims[:-1]), op.Constant(value_int=size)) if len(dims) > 1 else op.Constant(value_int=size)
+    return _normalize(x, n, normalization, inverse=True)
+
+
+# ---- sign of zero ------------------------------------------------------------------------------
+
+
+def signbit(x):
+    """signbit(x) = x < 0, or x == 0 and 1/x < 0 (1/-0.0 = -inf). ONNX (opset 20) cannot read
+    the sign bit of a NaN: signbit(-nan) is False here, True in PyTorch."""
+    zero = op.CastLike(op.Constant(value_float=0.0), x)
+    negative_zero = op.And(op.Equal(x, zero), op.Less(op.Reciprocal(x), zero))
+    return op.Or(op.Less(x, zero), negative_zero)
+
+
+def copysign(a, b):
+    """copysign(a, b) = -|a| where signbit(b), else |a|."""
+    magnitude = op.Abs(a)
+    return op.Where(signbit(op.CastLike(b, a)), op.Neg(magnitude), magnitude)
+
+
+def hypot(x, y):
+    """hypot(x, y) = m * sqrt(1 + (n/m)^2) with m = max(|x|, |y|), n = min(|x|, |y|): no overflow
+    or underflow of x^2 + y^2. C99: inf if either is infinite (even with a NaN), else NaN if
+    either is NaN; 0 when both are 0."""
+    ax, ay = op.Abs(x), op.Abs(op.CastLike(y, x))
+    big, small = op.Max(ax, ay), op.Min(ax, ay)
+    zero, one = op.CastLike(op.Constant(value_float=0.0), x), op.CastLike(op.Constant(value_float=1.0), x)
+    ratio = op.Div(small, op.Where(op.Equal(big, zero), one, big))
+    result = op.Mul(big, op.Sqrt(op.Add(one, op.Mul(ratio, ratio))))
+    result = op.Where(op.Or(op.IsNaN(ax), op.IsNaN(ay)), op.Add(ax, ay), result)
+    infinite = op.Or(op.IsInf(ax), op.IsInf(ay))
+    return op.Where(infinite, op.CastLike(op.Constant(value_float=float("inf")), x), result)
+
+
+def _wrapped(x, dim: Sequence[int]) -> list[int]:
+    rank = len(x.shape)
+    return [d % rank for d in dim]
+
+
+def _ints(values: list[int]):
+    return op.Constant(value_ints=values)
+
+
+def _axis(d: int):
+    return op.Constant(value_int=d)  # DFT-20's axis: a scalar int64 input
+
+
+def _stack(re, im):
+    """Planar parts -> one ``(*shape, 2)`` tensor, DFT's complex layout."""
+    return op.Concat(op.Unsqueeze(re, _ints([-1])), op.Unsqueeze(im, _ints([-1])), axis=-1)
+
+
+def _unstack(z):
+    re, im = op.Split(z, axis=-1, num_outputs=2)
+    return op.Squeeze(re, _ints([-1])), op.Squeeze(im, _ints([-1]))
+
+
+def _length(x, dims: Sequence[int]):
+    """n: the product of x's sizes over ``dims`` (an int64 scalar, computed at run time so
+    dynamic sizes work)."""
+    sizes = op.Gather(op.Shape(x), _ints(list(dims)), axis=0)
+    return op.ReduceProd(sizes, keepdims=0)
+
+
+def _normalize(z, n, normalization: int, inverse: bool):
+    """Multiply the DFT result by (desired scale) / (ONNX's own scale):
+    forward: ONNX scale 1, so 1, 1/sqrt(n), 1/n for codes 0, 1, 2;
+    inverse: ONNX scale 1/n, so n, sqrt(n), 1 for codes 0, 1, 2."""
+    n = op.CastLike(n, z)
+    if inverse:
+        if normalization == 0:
+            return op.Mul(z, n)
+        if normalization == 1:
+            return op.Mul(z, op.Sqrt(n))
+        return z
+    if normalization == 1:
+        return op.Div(z, op.Sqrt(n))
+    if normalization == 2:
+        return op.Div(z, n)
+    return z

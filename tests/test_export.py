@@ -1,0 +1,386 @@
+"""realify.export: real-only ExportedPrograms, the complex-call adapter, and ONNX Runtime.
+
+Each case is exported, checked to hold no complex dtype anywhere (graph values, placeholders,
+state, constants; ONNX tensor types), then run three ways against eager complex PyTorch:
+``ep.module()`` on interleaved inputs, the adapter on complex inputs, and ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+import torch.nn as nn
+from torch.export import Dim
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+
+import realify
+from realify.bench.workloads import FNOBlock, apply_rotary_emb, docs_chain, rotary_freqs
+from realify.onnx import onnx_translation_table, to_onnx
+
+C64, C128 = torch.complex64, torch.complex128
+
+# complex64: a few float32 ulps over short chains of real ops, as in the OpInfo tests;
+# complex128: the same bound in float64.
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def randc(*shape, dtype=C64):
+    return torch.randn(*shape, dtype=dtype)
+
+
+# ---- the cases -------------------------------------------------------------------------------
+
+
+class ComplexConvLinear(nn.Module):
+    """Complex Conv2d and Linear with complex parameters, a real parameter, a complex buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1, dtype=C64)
+        self.fc = nn.Linear(3 * 5 * 5, 4, dtype=C64)
+        self.gain = nn.Parameter(torch.tensor([0.5, 2.0]))  # real, last dim 2: must stay as it is
+        self.register_buffer("phase", torch.polar(torch.ones(4), torch.arange(4.0)))
+
+    def forward(self, x):
+        z = self.conv(x).flatten(1)
+        return self.fc(z) * self.phase * self.gain[0] + self.gain[1]
+
+
+def fft_all_norms(x):
+    return {norm: (torch.fft.fft(x, norm=norm), torch.fft.ifft(x, norm=norm), torch.fft.fft2(x, norm=norm))
+            for norm in ("backward", "ortho", "forward")}
+
+
+def rfft_odd(x):
+    # odd length 7: no Nyquist bin; irfft with n=7 needs the full Hermitian completion
+    spectrum = torch.fft.rfft(x)
+    return spectrum, torch.fft.irfft(spectrum * (1 + 0.5j), n=7), torch.fft.irfft(spectrum, n=7, norm="ortho")
+
+
+def rfft_norms(x):
+    return [(torch.fft.rfft(x, norm=n), torch.fft.irfft(torch.fft.rfft(x), n=x.shape[-1], norm=n),
+             torch.fft.irfft2(torch.fft.rfft2(x, norm=n), s=x.shape[-2:], norm=n)) for n in ("backward", "ortho", "forward")]
+
+
+def mixed(z, x, scale):
+    """Real and complex inputs; real and complex outputs."""
+    w = z * x + scale
+    return w.abs(), w, x * 2.0, w.real
+
+
+def nested(inputs):
+    z, pair = inputs["z"], inputs["pair"]
+    return {"sum": z + pair[0], "parts": [pair[1].exp(), (z * pair[0]).angle()], "real": z.abs().sum()}
+
+
+def rotary(q, k, freqs):
+    return apply_rotary_emb(q, k, freqs)
+
+
+@dataclasses.dataclass
+class Case:
+    program: Callable
+    args: Callable[[], tuple]
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    onnx: bool = False
+    tol: dict | None = None  # per real dtype, when the default bound does not hold
+
+
+CASES = {
+    "docs_chain": Case(docs_chain, lambda: (randc(64), randc(64)), onnx=True),
+    "rotary": Case(rotary, lambda: (torch.randn(2, 8, 3, 16), torch.randn(2, 8, 3, 16), rotary_freqs(8, 16)), onnx=True),
+    "conv_linear": Case(ComplexConvLinear(), lambda: (randc(2, 2, 5, 5),), onnx=True),
+    # the spectral mix is a complex einsum over the low modes: 3 real GEMMs (Gauss), whose error
+    # bound is up to 3x the 4-GEMM form's (docs/numerics.md), hence 3x the complex64 bound
+    "fno_block": Case(FNOBlock(4, 3).eval(), lambda: (torch.randn(2, 4, 12, 12),), onnx=True,
+                      tol={torch.float32: dict(rtol=3e-5, atol=3e-5)}),
+    "fft_norms": Case(fft_all_norms, lambda: (randc(4, 6),), onnx=True),
+    "rfft_odd": Case(rfft_odd, lambda: (torch.randn(3, 7),), onnx=True),
+    "rfft_norms": Case(rfft_norms, lambda: (torch.randn(4, 6),), onnx=True),
+    "complex128": Case(docs_chain, lambda: (randc(32, dtype=C128), randc(32, dtype=C128))),
+    "fft_complex128": Case(fft_all_norms, lambda: (randc(4, 6, dtype=C128),)),
+    "mixed_real_complex": Case(mixed, lambda: (randc(3, 4), torch.randn(3, 4), torch.randn(4, 2)[:, 0]), onnx=True),
+    "nested_io": Case(nested, lambda: ({"z": randc(5), "pair": (randc(5), randc(5))},), onnx=True),
+}
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def interleave(x: Any, dtype: torch.dtype | None = None) -> Any:
+    if isinstance(x, torch.Tensor) and x.dtype.is_complex:
+        real = torch.view_as_real(x)
+        return real.to(dtype) if dtype is not None else real
+    return x
+
+
+def assert_no_complex(ep: torch.export.ExportedProgram) -> None:
+    """Every node's value, every placeholder and output, all state and constants are real."""
+    for node in ep.graph.nodes:
+        for value in tree_leaves(node.meta.get("val")):
+            assert not (isinstance(value, torch.Tensor) and value.dtype.is_complex), f"{node.op} {node.name}: {value.dtype}"
+        for arg in tree_leaves((node.args, node.kwargs)):
+            assert not isinstance(arg, complex), f"{node.name} has a complex scalar argument"
+            assert not (isinstance(arg, torch.dtype) and arg.is_complex), f"{node.name} has a complex dtype argument"
+    for name, value in list(ep.state_dict.items()) + list(ep.constants.items()):
+        assert not value.dtype.is_complex, f"{name}: {value.dtype}"
+    for value in tree_leaves(ep.example_inputs):
+        assert not (isinstance(value, torch.Tensor) and value.dtype.is_complex)
+
+
+def assert_close(actual: Any, expected: Any, tol: dict | None = None) -> None:
+    a_leaves, a_spec = tree_flatten(actual)
+    e_leaves, e_spec = tree_flatten(expected)
+    assert a_spec == e_spec, f"output structure {a_spec}, expected {e_spec}"
+    for a, e in zip(a_leaves, e_leaves):
+        assert a.dtype == e.dtype and a.shape == e.shape, f"{a.dtype}{tuple(a.shape)}, expected {e.dtype}{tuple(e.shape)}"
+        real = torch.view_as_real(e).dtype if e.dtype.is_complex else e.dtype
+        bound = (tol or {}).get(real, TOL.get(real, TOL[torch.float32]))
+        torch.testing.assert_close(a.detach(), e, **bound)
+
+
+def onnx_session(ep) -> tuple[onnx.ModelProto, ort.InferenceSession]:
+    model = to_onnx(ep).model_proto
+    return model, ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+COMPLEX_ELEM_TYPES = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+
+
+def assert_onnx_real(model: onnx.ModelProto) -> None:
+    graphs = [model.graph]
+    for graph in graphs:
+        for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+            assert value.type.tensor_type.elem_type not in COMPLEX_ELEM_TYPES, f"ONNX value {value.name} is complex"
+        for init in graph.initializer:
+            assert init.data_type not in COMPLEX_ELEM_TYPES, f"ONNX initializer {init.name} is complex"
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(attr.g)
+                if node.op_type == "Cast" and attr.name == "to":
+                    assert attr.i not in COMPLEX_ELEM_TYPES, f"ONNX node {node.name} casts to complex"
+    for function in model.functions:
+        for value in function.value_info:
+            assert value.type.tensor_type.elem_type not in COMPLEX_ELEM_TYPES
+
+
+def run_onnx(session: ort.InferenceSession, real_inputs: list[Any]) -> list[np.ndarray]:
+    tensors = [x for x in real_inputs if isinstance(x, torch.Tensor)]
+    names = [i.name for i in session.get_inputs()]
+    assert len(names) == len(tensors), f"ONNX inputs {names} for {len(tensors)} tensors"
+    return session.run(None, {n: t.detach().numpy() for n, t in zip(names, tensors)})
+
+
+# ---- the table -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_export_matches_eager(name):
+    case = CASES[name]
+    torch.manual_seed(0)
+    args = case.args()
+    expected = case.program(*args, **case.kwargs)
+    ep = realify.export(case.program, args, case.kwargs)
+    assert_no_complex(ep)
+
+    real_args, real_kwargs = tree_map(interleave, (args, case.kwargs))
+    assert_close(ep.module()(*real_args, **real_kwargs), tree_map(interleave, expected), case.tol)
+    assert_close(realify.ComplexCallAdapter(ep)(*args, **case.kwargs), expected, case.tol)
+
+    if case.onnx:
+        model, session = onnx_session(ep)
+        assert_onnx_real(model)
+        outputs = run_onnx(session, tree_leaves((real_args, real_kwargs)))
+        flat_expected = [x for x in tree_leaves(tree_map(interleave, expected))]
+        assert len(outputs) == len(flat_expected)
+        # ONNX Runtime's own kernels (its DFT, GEMM, transcendental functions) round differently
+        # from PyTorch's: the same bounds, on the same float32 values
+        assert_close([torch.from_numpy(o) for o in outputs], flat_expected, case.tol)
+
+
+def test_complex_parameters_become_real_pairs():
+    model = ComplexConvLinear()
+    ep = realify.export(model, (randc(2, 2, 5, 5),))
+    assert set(ep.state_dict) == set(model.state_dict())
+    for name, value in model.state_dict().items():
+        exported = ep.state_dict[name]
+        if value.dtype.is_complex:
+            assert exported.dtype == torch.float32 and exported.shape == (*value.shape, 2), name
+            torch.testing.assert_close(exported, torch.view_as_real(value), rtol=0, atol=0)
+        else:  # real parameters, including one whose last dim is 2, are left alone
+            assert exported.dtype == value.dtype and exported.shape == value.shape, name
+    assert {s.target for s in ep.graph_signature.input_specs if s.kind.name == "PARAMETER"} == {
+        "conv.weight", "conv.bias", "fc.weight", "fc.bias", "gain"}
+
+
+def test_loading_complex_weights_as_real_pairs():
+    torch.manual_seed(0)
+    model, trained = ComplexConvLinear(), ComplexConvLinear()
+    x = randc(2, 2, 5, 5)
+    ep = realify.export(model, (x,))
+    state = {k: torch.view_as_real(v) if v.dtype.is_complex else v for k, v in trained.state_dict().items()}
+    module = ep.module()
+    module.load_state_dict(state)
+    assert_close(module(torch.view_as_real(x)), torch.view_as_real(trained(x)))
+
+
+def test_real_tensor_with_trailing_two_is_not_complex():
+    def f(x, z):
+        return x * 3.0, z * x[..., :1].squeeze(-1)
+
+    x, z = torch.randn(4, 2), randc(4)
+    ep = realify.export(f, (x, z))
+    placeholders = [n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"]
+    assert [tuple(p.shape) for p in placeholders] == [(4, 2), (4, 2)]
+    signature = realify.export_adapter(ep).signature
+    assert signature.inputs == (None, C64) and signature.outputs == (None, C64)
+    assert_close(ep.module()(x, torch.view_as_real(z)), (x * 3.0, torch.view_as_real(f(x, z)[1])))
+
+
+def test_truncate_double():
+    torch.manual_seed(0)
+    a, b = randc(32, dtype=C128), randc(32, dtype=C128)
+    ep = realify.export(docs_chain, (a, b), truncate_double=True)
+    assert_no_complex(ep)
+    dtypes = {n.meta["val"].dtype for n in ep.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)}
+    assert torch.float64 not in dtypes
+    expected = docs_chain(a, b)
+    actual = ep.module()(torch.view_as_real(a).float(), torch.view_as_real(b).float())
+    # single precision against the double-precision reference: the complex64 bound
+    torch.testing.assert_close(actual.double(), torch.view_as_real(expected), **TOL[torch.float32])
+    out = realify.ComplexCallAdapter(ep)(a, b)
+    assert out.dtype == C128  # the adapter returns the program's own dtype
+    torch.testing.assert_close(out, expected, **TOL[torch.float32])
+
+
+def test_dynamic_batch_dim():
+    torch.manual_seed(0)
+    model = ComplexConvLinear()
+    batch = Dim("batch", max=64)
+    ep = realify.export(model, (randc(2, 2, 5, 5),), dynamic_shapes=({0: batch},))
+    assert_no_complex(ep)
+    shape = next(n.meta["val"].shape for n in ep.graph.nodes if n.op == "placeholder" and n.name == "x")
+    assert isinstance(shape[0], torch.SymInt) and shape[1:] == (2, 5, 5, 2)  # trailing 2 static
+    adapter = realify.ComplexCallAdapter(ep)
+    for b in (1, 3, 7):
+        x = randc(b, 2, 5, 5)
+        assert_close(ep.module()(torch.view_as_real(x)), torch.view_as_real(model(x)))
+        assert_close(adapter(x), model(x))
+    model_onnx, session = onnx_session(ep)
+    assert_onnx_real(model_onnx)
+    x = randc(5, 2, 5, 5)
+    (out,) = run_onnx(session, [torch.view_as_real(x)])
+    assert_close(torch.from_numpy(out), torch.view_as_real(model(x)))
+
+
+def test_dynamic_fft_length():
+    """ONNX normalization reads the signal length at run time: a dynamic FFT dim still scales right."""
+    torch.manual_seed(0)
+    n = Dim("n", min=2, max=256)
+    ep = realify.export(fft_all_norms, (randc(4, 6),), dynamic_shapes=({1: n},))
+    _, session = onnx_session(ep)
+    for length in (5, 8):
+        x = randc(4, length)
+        outputs = run_onnx(session, [torch.view_as_real(x)])
+        assert_close([torch.from_numpy(o) for o in outputs], tree_leaves(tree_map(interleave, fft_all_norms(x))))
+
+
+def test_adapter_handles_conj_and_noncontiguous_inputs():
+    torch.manual_seed(0)
+    a, b = randc(8, 6), randc(8, 6)
+    ep = realify.export(docs_chain, (a, b))
+    adapter = realify.ComplexCallAdapter(ep)
+    assert_close(adapter(a.conj(), b.t().contiguous().t()), docs_chain(a.conj(), b))
+
+
+def test_input_mutation_is_written_back():
+    def scale_(z, w):
+        z.mul_(w)
+        return z.abs()
+
+    torch.manual_seed(0)
+    z, w = randc(6), randc(6)
+    ep = realify.export(scale_, (z.clone(), w))
+    assert realify.ComplexCallAdapter(ep).signature.mutated_inputs == (0,)
+    expected_z = z.clone()
+    expected = scale_(expected_z, w)
+    # ep.module() writes into the interleaved input, hence into z through view_as_real
+    got_z = z.clone()
+    assert_close(ep.module()(torch.view_as_real(got_z), torch.view_as_real(w)), expected)
+    assert_close(got_z, expected_z)
+    # the adapter writes back a conj view's copy too
+    got_z = z.clone()
+    assert_close(realify.ComplexCallAdapter(ep)(got_z, w), expected)
+    assert_close(got_z, expected_z)
+
+
+def test_buffer_mutation():
+    class Accumulate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("total", torch.zeros(3, dtype=C64))
+
+        def forward(self, z):
+            self.total.add_(z)
+            return self.total * 1j
+
+    torch.manual_seed(0)
+    model = Accumulate()
+    z = randc(3)
+    ep = realify.export(model, (z,))
+    assert_no_complex(ep)
+    module = ep.module()
+    expected = [model(z).clone() for _ in range(2)]
+    actual = [module(torch.view_as_real(z)).clone() for _ in range(2)]
+    assert_close(actual, [torch.view_as_real(e) for e in expected])
+    assert_close(module.total, torch.view_as_real(model.total))
+
+
+def test_kwargs_and_signature_names():
+    def f(z, *, shift):
+        return z + shift
+
+    z, shift = randc(3), randc(3)
+    ep = realify.export(f, (z,), {"shift": shift})
+    names = [n.name for n in ep.graph.nodes if n.op == "placeholder"]
+    assert names == ["z", "shift"]
+    assert_close(realify.ComplexCallAdapter(ep)(z, shift=shift), f(z, shift=shift))
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+
+def test_missing_rule_raises_with_export_advice():
+    def f(x):
+        return torch.linalg.eigvals(x)
+
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.export(f, (randc(3, 3),))
+    message = str(info.value)
+    assert "linalg_eig" in message
+    assert "exported program cannot call back into eager" in message
+    assert "strict=False" not in message  # that advice is for the compile backend
+
+
+def test_unsupported_complex_dtype_is_named():
+    with pytest.raises(realify.RealifyError, match="complex32"):
+        realify.export(lambda z: z * 2, (torch.randn(4, dtype=torch.complex32),))
+
+
+def test_adapter_needs_a_realify_program():
+    ep = torch.export.export(nn.Linear(2, 2), (torch.randn(1, 2),))
+    with pytest.raises(realify.RealifyError, match="realify.export"):
+        realify.ComplexCallAdapter(ep)
+
+
+def test_translation_table_covers_the_fft_ops():
+    table = onnx_translation_table()
+    assert set(table) >= {torch.ops.realify.fft_c2c.default, torch.ops.realify.fft_r2c.default,
+                          torch.ops.realify.fft_c2r.default}
