@@ -1,9 +1,10 @@
 """``python -m realify coverage``: the OpInfo table through every front end, as a report.
 
 Each OpInfo entry that supports complex64 on CPU is run (complex64 samples) through the eager
-ComplexTensor, ``decompose``, and the compile backend (eager inner). A front end's status per
-op is ``pass``, ``island`` (compile only: passes when the ops without rules run as eager
-islands), or ``fail`` with the first line of the error. The report is a Markdown table with a
+ComplexTensor, ``decompose``, the compile backend (eager inner) and ``realify.export`` (the
+real-only ExportedProgram called through its complex adapter; first sample only, as in the
+test suite). A front end's status per op is ``pass``, ``island`` (compile only: passes when
+the ops without rules run as eager islands), or ``fail`` with the first line of the error. The report is a Markdown table with a
 summary line, written to docs/coverage.md by default.
 """
 
@@ -19,7 +20,9 @@ from typing import Callable
 
 import torch
 
-FRONT_ENDS = ("eager", "decompose", "compile")
+FRONT_ENDS = ("eager", "decompose", "compile", "export")
+# samples per op where a front end is slow per sample (export traces each program three times)
+SAMPLES = {"export": 1}
 
 
 @dataclasses.dataclass
@@ -54,14 +57,9 @@ def _check(run: Callable, op, cases, nondeterministic: bool) -> str:
 
 def _compile_with_islands(op, sample):
     import realify
-    from .opinfo import flatten_sample
+    from .opinfo import sample_program
 
-    tensors, rebuild = flatten_sample(sample)
-
-    def program(*ts):
-        inp, args, kwargs = rebuild(list(ts))
-        return op(inp, *args, **kwargs)
-
+    tensors, program = sample_program(op, sample)
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -69,9 +67,11 @@ def _compile_with_islands(op, sample):
 
 
 def survey(front_ends=FRONT_ENDS, only: list[str] | None = None, progress: Callable[[str], None] | None = None) -> list[OpStatus]:
-    from .opinfo import NONDETERMINISTIC, complex_ops, op_id, run_compile, run_decompose, run_eager_complex_tensor, samples
+    from .opinfo import (NONDETERMINISTIC, complex_ops, op_id, run_compile, run_decompose, run_eager_complex_tensor,
+                         run_export, samples)
 
-    runners = {"eager": run_eager_complex_tensor, "decompose": run_decompose, "compile": run_compile}
+    runners = {"eager": run_eager_complex_tensor, "decompose": run_decompose, "compile": run_compile,
+               "export": run_export}
     statuses = []
     for op in complex_ops():
         name = op_id(op)
@@ -82,7 +82,8 @@ def survey(front_ends=FRONT_ENDS, only: list[str] | None = None, progress: Calla
         cases = samples(op, torch.complex64)
         results = {}
         for fe in front_ends:
-            status = _check(runners[fe], op, cases, name in NONDETERMINISTIC) if cases else "fail: no samples"
+            fe_cases = cases[: SAMPLES.get(fe, len(cases))]
+            status = _check(runners[fe], op, fe_cases, name in NONDETERMINISTIC) if cases else "fail: no samples"
             if fe == "compile" and status.startswith("fail") and "MissingRuleError" in status:
                 if _check(_compile_with_islands, op, cases, name in NONDETERMINISTIC) == "pass":
                     status = "island"
@@ -100,7 +101,8 @@ def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | Non
         "# OpInfo coverage",
         "",
         "Every OpInfo entry of `torch.testing._internal.common_methods_invocations.op_db` that supports",
-        "complex64 on CPU, run on its complex64 samples and compared with eager complex PyTorch.",
+        "complex64 on CPU, run on its complex64 samples and compared with eager complex PyTorch",
+        "(export: the first sample of each op).",
         "Regenerate with `python -m realify coverage` (or `make coverage`).",
         "",
         f"torch {torch.__version__}" + (f", {seconds:.0f} s" if seconds else ""),

@@ -99,6 +99,7 @@ def export(
     kwargs = reorder_kwargs(dict(kwargs or {}), complex_ep.call_spec.in_spec)
 
     gm = complex_ep.graph_module
+    _drop_metadata_asserts(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
     try:
@@ -211,6 +212,15 @@ def _check_supported(ep: ExportedProgram) -> None:
             raise RealifyError(
                 f"realify.export does not support {spec.kind.name} outputs ({spec.arg}): export the "
                 f"forward program (inference), not a training step")
+
+
+def _drop_metadata_asserts(gm: fx.GraphModule) -> None:
+    """Remove torch.export's ``_assert_tensor_metadata`` checks (inserted before ``.to(...)``):
+    they assert the complex dtype the trace already saw, and the real graph has other dtypes."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default and not node.users:
+            gm.graph.erase_node(node)
+    gm.recompile()
 
 
 def _real_dtype(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:

@@ -63,6 +63,19 @@ def flatten_sample(sample) -> tuple[list[torch.Tensor], Callable[[list[torch.Ten
     return [leaves[i] for i in tensor_at], rebuild
 
 
+def sample_program(op, sample, target: Callable | None = None) -> tuple[list[torch.Tensor], Callable]:
+    """The sample's tensors, and a program of those tensors that calls ``target`` (the OpInfo
+    entry by default) with the sample's arguments."""
+    tensors, rebuild = flatten_sample(sample)
+    target = op if target is None else target
+
+    def program(*ts):
+        inp, args, kwargs = rebuild(list(ts))
+        return target(inp, *args, **kwargs)
+
+    return tensors, program
+
+
 def run_eager_complex_tensor(op, sample) -> Any:
     """Front end (a): ComplexTensor in, ops dispatched through the rule table."""
     inp, args, kwargs = wrap_complex((sample.input, sample.args, sample.kwargs))
@@ -73,12 +86,7 @@ def run_decompose(op, sample) -> Any:
     """Front end (b): trace with realify.decompose, check the graph is real, run it."""
     import realify
 
-    tensors, rebuild = flatten_sample(sample)
-
-    def program(*ts):
-        inp, args, kwargs = rebuild(list(ts))
-        return op(inp, *args, **kwargs)
-
+    tensors, program = sample_program(op, sample)
     gm = realify.decompose(program, tensors)
     out = gm(*tensors)
     return tree_unflatten(out, gm.realify_signature.out_spec)
@@ -102,13 +110,7 @@ def run_compile(op, sample, inner: Any = "eager") -> Any:
     """Front end (c): torch.compile with the realify backend (strict: no eager islands)."""
     import realify
 
-    tensors, rebuild = flatten_sample(sample)
-    target = _direct_callable(op) if op_id(op) in NONDETERMINISTIC else op
-
-    def program(*ts):
-        inp, args, kwargs = rebuild(list(ts))
-        return target(inp, *args, **kwargs)
-
+    tensors, program = sample_program(op, sample, _direct_callable(op) if op_id(op) in NONDETERMINISTIC else op)
     compiled_graphs = []
 
     def backend(gm, example_inputs):
@@ -129,6 +131,17 @@ def run_compile(op, sample, inner: Any = "eager") -> Any:
 
 def run_inductor(op, sample) -> Any:
     return run_compile(op, sample, inner="inductor")
+
+
+def run_export(op, sample) -> Any:
+    """Front end (d): realify.export (checks that the ExportedProgram is real-only), then the
+    program called through ComplexCallAdapter: complex inputs in as view_as_real, the real
+    module run, complex outputs back as view_as_complex."""
+    import realify
+
+    tensors, program = sample_program(op, sample)
+    ep = realify.export(program, tensors)
+    return realify.ComplexCallAdapter(ep)(*tensors)
 
 
 # Complex matrix products run as 3 real GEMMs by default (Gauss). Their error bound is

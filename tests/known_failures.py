@@ -192,3 +192,9 @@ INDUCTOR: dict[str, str] = {
     "tensor_split": "as with the eager inner: " + COMPILE["tensor_split"],
     "to_sparse": "as with the eager inner: " + COMPILE["to_sparse"],
 }
+
+# the export front end runs the first complex64 sample of each op; narrow's and
+# repeat_interleave's first samples are not data-dependent, so those two export
+EXPORT: dict[str, str] = {
+    op: "as in decompose: " + reason for op, reason in DECOMPOSE.items() if op not in {"narrow", "repeat_interleave"}
+}

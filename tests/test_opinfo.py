@@ -1,14 +1,15 @@
 """Table-driven: every OpInfo op that supports complex64 on CPU, each sample, complex64 and
-complex128, through (a) the eager ComplexTensor and (b) decompose, against eager PyTorch."""
+complex128, through (a) the eager ComplexTensor and (b) decompose, against eager PyTorch; and
+fewer samples through (c) the compile backend, Inductor and (d) realify.export."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from known_failures import COMPILE, DECOMPOSE, EAGER, INDUCTOR
+from known_failures import COMPILE, DECOMPOSE, EAGER, EXPORT, INDUCTOR
 from realify.opinfo import (DTYPES, GEMM_OPS, MAX_SAMPLES, NONDETERMINISTIC, assert_matches, call_sample, complex_ops, op_id,
-                            run_compile, run_decompose, run_eager_complex_tensor, run_inductor, samples)
+                            run_compile, run_decompose, run_eager_complex_tensor, run_export, run_inductor, samples)
 
 # front end -> (runner, known failures, dtypes, extra marks, samples per op)
 FRONT_ENDS = {
@@ -19,6 +20,8 @@ FRONT_ENDS = {
     "compile": (run_compile, COMPILE, DTYPES[:1], [], 2),
     # Inductor compiles each sample for seconds: the first sample of each op
     "inductor": (run_inductor, INDUCTOR, DTYPES[:1], [pytest.mark.slow], 1),
+    # export adds two torch.export traces around decompose: the first complex64 sample
+    "export": (run_export, EXPORT, DTYPES[:1], [], 1),
 }
 
 
