@@ -30,7 +30,7 @@ from torch.export import Dim, ExportedProgram, ShapesCollection
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
-from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 from .decompose import decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
@@ -143,11 +143,14 @@ class ComplexCallAdapter(torch.nn.Module):
     contiguous, otherwise one copy); real ``(..., 2)`` outputs that were complex come back as
     ``torch.view_as_complex`` views, in the program's original dtype. Inputs the program
     mutates are written back.
+
+    The signature lives in ``ep.graph_module.meta``, which ``torch.export.save`` does not keep:
+    for a loaded program, pass the one of the original (``ComplexCallAdapter(ep).signature``).
     """
 
-    def __init__(self, ep: ExportedProgram):
+    def __init__(self, ep: ExportedProgram, signature: ExportSignature | None = None):
         super().__init__()
-        self.signature = signature_of(ep)
+        self.signature = signature if signature is not None else signature_of(ep)
         self.program = ep.module()
         self._in_spec = ep.call_spec.in_spec
 
@@ -167,9 +170,9 @@ class ComplexCallAdapter(torch.nn.Module):
         return tree_unflatten(merged, out_spec)
 
 
-def export_adapter(ep: ExportedProgram) -> ComplexCallAdapter:
+def export_adapter(ep: ExportedProgram, signature: ExportSignature | None = None) -> ComplexCallAdapter:
     """``ComplexCallAdapter(ep)``: the exported program, called with complex tensors."""
-    return ComplexCallAdapter(ep)
+    return ComplexCallAdapter(ep, signature)
 
 
 def check_real(ep: ExportedProgram) -> None:
@@ -177,7 +180,9 @@ def check_real(ep: ExportedProgram) -> None:
     ``ep`` that still holds a complex dtype."""
     leaks = []
     for node in ep.graph.nodes:
-        if any(_is_complex(v) for v in tree_leaves(node.meta.get("val"))):
+        arguments = tree_leaves((node.args, node.kwargs))
+        if (any(_is_complex(v) for v in tree_leaves(node.meta.get("val")))
+                or any(isinstance(a, complex) or (isinstance(a, torch.dtype) and a.is_complex) for a in arguments)):
             leaks.append(f"{node.op} {node.name}: {node.format_node()}")
     for name, value in list(ep.state_dict.items()) + list(ep.constants.items()):
         if _is_complex(value):

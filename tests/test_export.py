@@ -384,3 +384,30 @@ def test_translation_table_covers_the_fft_ops():
     table = onnx_translation_table()
     assert set(table) >= {torch.ops.realify.fft_c2c.default, torch.ops.realify.fft_r2c.default,
                           torch.ops.realify.fft_c2r.default}
+
+
+def test_strict_capture_and_save_load(tmp_path):
+    torch.manual_seed(0)
+    model = FNOBlock(4, 3).eval()
+    x = torch.randn(2, 4, 12, 12)
+    ep = realify.export(model, (x,), strict=True)  # dynamo captures the program
+    assert_no_complex(ep)
+    torch.export.save(ep, tmp_path / "fno.pt2")
+    loaded = torch.export.load(tmp_path / "fno.pt2")
+    # the signature is not serialized with the program: pass the original's
+    adapter = realify.ComplexCallAdapter(loaded, realify.ComplexCallAdapter(ep).signature)
+    assert_close(adapter(x), model(x), CASES["fno_block"].tol)
+
+
+def test_write_to_parameter_is_rejected():
+    class ScaleWeight(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(randc(3), requires_grad=False)
+
+        def forward(self, z):
+            self.w.mul_(2)
+            return self.w * z
+
+    with pytest.raises(realify.RealifyError, match="writes in place to parameter w"):
+        realify.export(ScaleWeight(), (randc(3),))
