@@ -93,6 +93,9 @@ def export(
     :class:`ComplexCallAdapter` to call it with the original complex arguments.
     """
     args = tuple(args)
+    for x in tree_leaves((args, kwargs)):
+        if _is_complex(x):
+            _real_dtype(x.dtype, truncate_double)  # raises for complex32
     module = program if isinstance(program, torch.nn.Module) else _FunctionModule(program)
     complex_ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     _check_supported(complex_ep)
@@ -274,7 +277,6 @@ def _views_to_reshapes(gm: fx.GraphModule) -> None:
     gm.recompile()
 
 
-
 def _interleave(x: Any, truncate_double: bool) -> Any:
     if not _is_complex(x):
         return x
@@ -290,8 +292,6 @@ def _to_real(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _to_complex(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
         x = x.contiguous()
-    if x.dtype != torch.float32 and x.dtype != torch.float64:
-        x = x.float()
     return torch.view_as_complex(x).to(dtype)
 
 
