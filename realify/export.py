@@ -36,6 +36,7 @@ from .decompose import decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 
 log = logging.getLogger("realify")
+aten = torch.ops.aten
 
 SIGNATURE_KEY = "realify_signature"
 
@@ -109,11 +110,11 @@ def export(
         real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
     except MissingRuleError as err:
         raise _for_export(err) from None
-    _views_to_reshapes(real_gm)
 
     flat_args, in_spec = tree_flatten((args, kwargs))
     real_args, real_kwargs = tree_unflatten([_interleave(x, truncate_double) for x in flat_args], in_spec)
     wiring = _Wiring(complex_ep, real_gm.realify_signature.mutated_inputs)
+    _views_for_export(real_gm, writes=wiring.writes)
     wrapper = _RealProgram(real_gm, wiring, _RealState(complex_ep, truncate_double), _forward_signature(module))
     shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
     real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
@@ -226,7 +227,7 @@ def _drop_metadata_asserts(gm: fx.GraphModule) -> None:
     """Remove torch.export's ``_assert_tensor_metadata`` checks (inserted before ``.to(...)``):
     they assert the complex dtype the trace already saw, and the real graph has other dtypes."""
     for node in list(gm.graph.nodes):
-        if node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default and not node.users:
+        if node.op == "call_function" and node.target is aten._assert_tensor_metadata.default and not node.users:
             gm.graph.erase_node(node)
     gm.recompile()
 
@@ -263,18 +264,47 @@ def _for_export(err: MissingRuleError) -> MissingRuleError:
 # ---- step 3: the real program ---------------------------------------------------------------
 
 
-_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+_RESHAPES = (aten.view.default, aten._unsafe_view.default)
+# ops whose value depends on the strides of their input: a copy and a view of it differ
+_STRIDE_DEPENDENT = (aten.as_strided.default, aten.as_strided_copy.default, aten.as_strided_scatter.default,
+                     aten.view.dtype, aten.view_copy.dtype)
 
 
-def _views_to_reshapes(gm: fx.GraphModule) -> None:
-    """``view`` -> ``reshape`` in the (functional) real graph. Its views were recorded where the
-    first trace's strides allowed them; the second trace may give an input other strides
-    (``slice_copy`` is contiguous in one, a strided view in the other), where only reshape is
-    valid. Values are the same: nothing in the graph mutates a view."""
+def _views_for_export(gm: fx.GraphModule, writes: bool) -> None:
+    """Make the real graph's view ops ones that re-trace and translate everywhere.
+
+    - ``view`` -> ``reshape``: the views were recorded where the first trace's strides allowed
+      them; the second trace may give an input other strides (a contiguous ``slice_copy`` in
+      one, a strided view in the other), where only reshape is valid. Same values.
+    - ``X_copy`` -> ``X`` (``slice_copy`` -> ``slice``, ``view_copy`` -> ``reshape``, ...):
+      functionalization left copies that some consumers cannot translate (torch.onnx has no
+      ``slice_copy``). A view has the same value as the copy unless something writes to the
+      viewed tensor or reads its strides, so this is skipped for a program that writes to its
+      inputs or buffers, or that has stride-dependent ops.
+    """
+    copies_to_views = not writes and not any(n.target in _STRIDE_DEPENDENT for n in gm.graph.nodes)
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target in _VIEWS:
-            node.target = torch.ops.aten.reshape.default
+        if node.op != "call_function":
+            continue
+        if node.target in _RESHAPES or (copies_to_views and node.target is aten.view_copy.default):
+            node.target = aten.reshape.default
+        elif copies_to_views:
+            node.target = _view_of_copy(node.target) or node.target
     gm.recompile()
+
+
+def _view_of_copy(op: Any) -> Any:
+    """``aten.X_copy.overload`` -> ``aten.X.overload`` where that is a view op, else None."""
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return None
+    name = op._schema.name.split("::")[-1]
+    if not name.endswith("_copy") or name == "lift_fresh_copy":
+        return None
+    packet = getattr(aten, name[: -len("_copy")], None)
+    if packet is None or op._overloadname not in packet.overloads():
+        return None
+    view = getattr(packet, op._overloadname)
+    return view if view.is_view else None
 
 
 def _interleave(x: Any, truncate_double: bool) -> Any:
@@ -367,6 +397,7 @@ class _Wiring:
                     f"the program writes in place to {source[0].name.lower()} {source[1]}; realify.export "
                     f"supports in-place writes to inputs and buffers only: compute a new tensor instead")
             self.written.append(source)
+        self.writes = bool(self.written) or any(s.kind is not OutputKind.USER_OUTPUT for s in self.outputs)
         self.mutated_user_inputs = tuple(sorted(
             {self.user_index[s.target] for s in self.outputs if s.kind is OutputKind.USER_INPUT_MUTATION}
             | {src[1] for src in self.written if src[0] == "user"}))
