@@ -19,6 +19,7 @@ a complex tensor via ``torch.view_as_real``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from contextlib import nullcontext
 from typing import Any, Callable, Literal, Sequence
@@ -143,6 +144,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         traced = trace(python_dispatcher=True)
     _inplace_views_to_functional(traced)
     mutated = _mutations_to_outputs(traced)
+    _copies_to_views(traced)
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
     num_user = len(outs) - len(mutated)
@@ -254,6 +256,52 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
         signature.mutated_inputs = []
         _resolve_lazy_bits(planar, signature)
     return planar
+
+
+def _copies_to_views(gm: fx.GraphModule) -> None:
+    """Functionalization turned every view into its ``*_copy`` variant (``slice_copy``,
+    ``permute_copy``, ...). In a graph that mutates nothing the view itself has the same value,
+    and compilers handle views far better: Inductor has no lowering for some ``*_copy`` ops
+    and runs each as an extern copy (the FNO block had 12 extern ``slice_copy`` calls per
+    forward), and a copy's fresh layout can hide a cheaper one.
+
+    A copy's result is contiguous and a view's may not be, so ``view``/``view_copy`` become
+    ``reshape`` (same value; copies only where it must). The pass is skipped for a graph that
+    writes to an input (a view would see the write) or reads storage directly (``as_strided``,
+    dtype views), where strides change the value."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for node in nodes:
+        if isinstance(node.target, OpOverload) and (
+                node.target._schema.is_mutable or node.target in _STRIDE_DEPENDENT):
+            return
+    for node in nodes:
+        view = _view_variant(node.target)
+        if view is not None:
+            node.target = view
+    gm.recompile()
+
+
+_STRIDE_DEPENDENT = {aten.as_strided.default, aten.as_strided_copy.default, aten.view.dtype,
+                     aten.view_copy.dtype, aten.as_strided_scatter.default}
+_TO_RESHAPE = {aten.view.default, aten.view_copy.default, aten._unsafe_view.default}
+
+
+@functools.cache
+def _view_variant(op: Any) -> OpOverload | None:
+    """The view (or reshape) that replaces ``op``: ``aten.X_copy.overload`` -> ``aten.X.overload``."""
+    if op in _TO_RESHAPE:
+        return aten.reshape.default
+    if not isinstance(op, OpOverload) or op.namespace != "aten":
+        return None
+    name = op._schema.name.split("::")[-1]
+    if not name.endswith("_copy") or name == "lift_fresh_copy":
+        return None
+    base = getattr(aten, name[: -len("_copy")], None)
+    overload = op._overloadname
+    if base is None or overload not in base.overloads():
+        return None
+    view = getattr(base, overload)
+    return view if view.is_view else None
 
 
 def _resolve_lazy_bits(gm: fx.GraphModule, signature: Signature) -> None:

@@ -1,0 +1,109 @@
+"""Memory-layout choices that keep the real graph fast without changing a value: products on
+interleaved pairs (realify::cmul_pairs), views instead of functionalization's copies, and
+BLAS-ready GEMM operands. Each is compared with eager complex PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import realify
+from backend_support import RecordingInner
+from realify.bench.workloads import SpectralConv2d, apply_rotary_emb, rotary_freqs
+from realify.ops import cmul_pairs
+
+
+def _targets(gm: torch.fx.GraphModule) -> set[str]:
+    return {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+
+
+@pytest.mark.parametrize("conj_a", [False, True])
+@pytest.mark.parametrize("conj_b", [False, True])
+def test_cmul_pairs_values_and_gradients(conj_a, conj_b):
+    a = torch.randn(3, 1, 4, 2, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, 4, 2, dtype=torch.float64, requires_grad=True)
+
+    def reference(a, b):
+        za, zb = torch.view_as_complex(a), torch.view_as_complex(b)
+        return torch.view_as_real((za.conj() if conj_a else za) * (zb.conj() if conj_b else zb))
+
+    torch.testing.assert_close(cmul_pairs(a, b, conj_a, conj_b), reference(a, b), rtol=0, atol=0)
+    assert torch.autograd.gradcheck(lambda a, b: cmul_pairs(a, b, conj_a, conj_b), (a, b))
+    assert torch.autograd.gradgradcheck(lambda a, b: cmul_pairs(a, b, conj_a, conj_b), (a, b))
+
+
+def test_cmul_pairs_takes_non_viewable_pairs():
+    # a transposed (..., 2) operand cannot be viewed as complex: the op copies it first
+    a = torch.randn(2, 4, 3).transpose(0, 2)  # (3, 4, 2), last stride 12
+    b = torch.randn(4, 2)
+    expected = torch.view_as_real(torch.view_as_complex(a.contiguous()) * torch.view_as_complex(b))
+    torch.testing.assert_close(cmul_pairs(a, b, False, False), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_rotary_runs_on_pairs_and_matches_eager(interleaved):
+    q = torch.randn(2, 16, 4, 32, requires_grad=True)
+    k = torch.randn(2, 16, 4, 32, requires_grad=True)
+    freqs = rotary_freqs(16, 32)
+    rec = RecordingInner()
+    with realify.config.patch(interleaved_products=interleaved):
+        oq, ok = realify.compile(apply_rotary_emb, inner=rec)(q, k, freqs)
+    (oq.square().sum() + ok.sin().sum()).backward()
+    got = oq, ok, q.grad.clone(), k.grad.clone()
+    q.grad = k.grad = None
+    eq, ek = apply_rotary_emb(q, k, freqs)
+    (eq.square().sum() + ek.sin().sum()).backward()
+    for g, e in zip(got, (eq, ek, q.grad, k.grad)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+    ops = set().union(*(_targets(gm) for kind, gm in rec.graphs if kind != "dynamo"))
+    assert ("realify.cmul_pairs.default" in ops) == interleaved
+
+
+def test_planar_product_without_pairs_is_unchanged():
+    # complex inputs enter planar: a product of two of them is planar real arithmetic
+    rec = RecordingInner()
+    a, b = torch.randn(8, dtype=torch.complex64), torch.randn(8, dtype=torch.complex64)
+    out = realify.compile(lambda a, b: a * b, inner=rec)(a, b)
+    torch.testing.assert_close(out, a * b)
+    assert not any("cmul_pairs" in t for kind, gm in rec.graphs for t in _targets(gm))
+
+
+def test_functional_copies_become_views():
+    # slices, permutes and reshapes of the FNO spectrum stay views in the real graph
+    torch.manual_seed(0)
+    model = SpectralConv2d(4, 4, 3)
+    x = torch.randn(2, 4, 8, 8)
+    rec = RecordingInner()
+    with torch.no_grad():
+        out = realify.compile(model, inner=rec)(x)
+        torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    dynamo_free = [gm for kind, gm in rec.graphs if kind == "forward"]
+    assert dynamo_free and not any(t.endswith("_copy.Tensor") or t.endswith("_copy.int") or t.endswith("_copy.default")
+                                   for gm in dynamo_free for t in _targets(gm))
+
+
+def test_writes_to_inputs_keep_copies():
+    # a graph that writes into an input must not turn the value it read into a view
+    def f(z):
+        before = z[1:3] * 1
+        z.mul_(2)
+        return before + z[0]
+
+    z = torch.randn(4, dtype=torch.complex64)
+    expected_z = z.clone()
+    expected = f(expected_z)
+    out = realify.compile(f, inner="eager")(z)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(z, expected_z)
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_batch_major_einsum_operands(inner):
+    # einsum over modes with batch-major permuted weights (the FNO contraction)
+    x = torch.randn(4, 6, 5, 5, dtype=torch.complex64)
+    w = torch.randn(6, 7, 5, 5, dtype=torch.complex64)
+
+    def f(x, w):
+        return torch.einsum("bixy,ioxy->boxy", x, w)
+
+    torch.testing.assert_close(realify.compile(f, inner=inner)(x, w), f(x, w), rtol=1e-5, atol=1e-5)
