@@ -4,6 +4,11 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 - ``gemm_multiplications`` (3 or 4): complex matmul/convolution as 3 real products
   (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula). See docs/numerics.md for
   the error bound that makes 3 the default.
+- ``interleaved_products`` (bool): a complex product whose factor already sits interleaved in
+  memory (``view_as_complex`` of a real tensor, as in rotary embeddings) runs on the
+  (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's vectorized complex kernel)
+  instead of planar arithmetic on stride-2 loads. Off, every product is planar real
+  arithmetic (what ``realify.export`` produces, for runtimes that know only standard ops).
 - ``strict`` (bool): in the compile backend, raise MissingRuleError for a complex op with no
   rule instead of running it as an eager island.
 """
@@ -16,10 +21,11 @@ import sys
 from typing import Any, Iterator
 
 gemm_multiplications: int = 3
+interleaved_products: bool = True
 strict: bool = False
 
 _module = sys.modules[__name__]
-_OPTIONS = ("gemm_multiplications", "strict")
+_OPTIONS = ("gemm_multiplications", "interleaved_products", "strict")
 
 
 def _validate(name: str, value: Any) -> None:

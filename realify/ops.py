@@ -28,7 +28,7 @@ from .tensor import _interleave
 
 aten = torch.ops.aten
 
-__all__ = ["fft_c2c", "fft_r2c", "fft_c2r"]
+__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "cmul_pairs"]
 
 
 def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -162,3 +162,57 @@ def _c2r_backward(ctx, grad):
 
 
 fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)
+
+
+# ---- complex product on interleaved pairs ---------------------------------------------------
+# Real-only compilers vectorize planar arithmetic well but not the stride-2 loads of
+# interleaved (re, im) pairs (Inductor's CPU code runs them as scalar loops). Where both
+# operands of a complex product already sit interleaved in memory — the rotary-embedding
+# pattern view_as_complex(x) * freqs -> view_as_real — this op runs the product on the pairs
+# with ATen's vectorized complex kernel instead (realify/rules/arithmetic.py decides when).
+
+
+def _as_pairs(x: torch.Tensor) -> torch.Tensor:
+    """x (..., 2) viewable as complex: unit last stride, even other strides and offset."""
+    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
+        x = x.contiguous()
+    return x
+
+
+@torch.library.custom_op("realify::cmul_pairs", mutates_args=())
+def cmul_pairs(a: torch.Tensor, b: torch.Tensor, conj_a: bool, conj_b: bool) -> torch.Tensor:
+    # a', b' = conj(a) if conj_a else a, likewise b;  a' b' = (ar br - ai bi) + (ar bi + ai br) i,
+    # broadcast; a and b are real (..., 2) tensors of (re, im) pairs, so is the result
+    za, zb = torch.view_as_complex(_as_pairs(a)), torch.view_as_complex(_as_pairs(b))
+    za, zb = (za.conj() if conj_a else za), (zb.conj() if conj_b else zb)
+    return torch.view_as_real((za * zb).resolve_conj())
+
+
+@cmul_pairs.register_fake
+def _(a, b, conj_a, conj_b):
+    shape = torch.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+    return a.new_empty((*shape, 2), dtype=torch.promote_types(a.dtype, b.dtype))
+
+
+def _cmul_pairs_setup(ctx, inputs, output):
+    a, b, ctx.conj_a, ctx.conj_b = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _cmul_pairs_backward(ctx, grad):
+    # y = a' b' (C-linear in each): grad_a' = g conj(b'), and grad_a = conj(grad_a') where
+    # a' = conj(a), i.e. conj(g) b'. Likewise for b. Broadcast dimensions are summed back.
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = (cmul_pairs(grad, b, True, ctx.conj_b) if ctx.conj_a
+                  else cmul_pairs(grad, b, False, not ctx.conj_b))
+        grad_a = grad_a.sum_to_size(a.shape)
+    if ctx.needs_input_grad[1]:
+        grad_b = (cmul_pairs(grad, a, True, ctx.conj_a) if ctx.conj_b
+                  else cmul_pairs(grad, a, False, not ctx.conj_a))
+        grad_b = grad_b.sum_to_size(b.shape)
+    return grad_a, grad_b, None, None
+
+
+cmul_pairs.register_autograd(_cmul_pairs_backward, setup_context=_cmul_pairs_setup)

@@ -21,6 +21,9 @@ class ComplexTensor(torch.Tensor):
 
     re: torch.Tensor
     im: torch.Tensor
+    # the real (..., 2) tensor whose [..., 0] and [..., 1] are re and im, where known (a
+    # view_as_complex input): products can then run on the interleaved pairs (realify.ops)
+    pairs: torch.Tensor | None = None
 
     @staticmethod
     def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
@@ -57,6 +60,14 @@ class ComplexTensor(torch.Tensor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
+
+    @staticmethod
+    def from_pairs(pairs: torch.Tensor) -> "ComplexTensor":
+        """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
+        tensor, remembering ``pairs`` (no copy)."""
+        z = ComplexTensor(pairs[..., 0], pairs[..., 1])
+        z.pairs = pairs
+        return z
 
     # ---- conversion -------------------------------------------------------------------
     @staticmethod

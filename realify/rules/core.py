@@ -97,7 +97,9 @@ def complex(real, imag):
 
 @register(aten.view_as_real.default, aten.view_as_real_copy.default)
 def view_as_real(self):
-    # (..., ) complex -> (..., 2) real, interleaved
+    # (..., ) complex -> (..., 2) real, interleaved (the pairs themselves where known)
+    if getattr(self, "pairs", None) is not None:
+        return self.pairs
     re, im = parts(self)
     return torch.stack([re, im], dim=-1)
 
@@ -107,7 +109,7 @@ def view_as_complex(self):
     # (..., 2) real -> (...) complex
     if self.dim() == 0 or self.shape[-1] != 2:
         raise RuntimeError(f"view_as_complex needs a last dimension of size 2, got shape {tuple(self.shape)}")
-    return ComplexTensor(self[..., 0], self[..., 1])
+    return ComplexTensor.from_pairs(self)
 
 
 @register(aten.copy_.default)
