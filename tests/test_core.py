@@ -21,7 +21,16 @@ def test_docs_example_through_decompose(shape):
     a, b = torch.randn(shape, dtype=C64), torch.randn(shape, dtype=C64)
     gm = realify.decompose(docs_example, [a, b])
     (out,) = gm(a, b)
-    torch.testing.assert_close(out, docs_example(a, b), rtol=2e-5, atol=1e-5)
+    # Near atan's branch points ±i the chain is ill-conditioned: the last-ulp rounding of
+    # cos/sin is amplified, so two correct float32 implementations can differ from each other
+    # by more than either differs from the exact value (one input in 2^20 here: realify 3e-5
+    # from the exact value, eager 5e-5, the two 8e-5 apart). So both are measured against the
+    # complex128 result: realify's error may not exceed twice eager's plus the old tolerance.
+    exact = docs_example(a.to(C128), b.to(C128))
+    eager_error = (docs_example(a, b).to(C128) - exact).abs()
+    realify_error = (out.to(C128) - exact).abs()
+    bound = 2 * eager_error + 2e-5 * exact.abs() + 1e-5
+    assert (realify_error <= bound).all(), f"worst excess {(realify_error - bound).max().item():.3g}"
 
 
 @pytest.mark.parametrize("real,cplx", [(torch.float16, torch.complex32), (torch.float32, C64), (torch.float64, C128)])

@@ -8,6 +8,7 @@ zero-skipping shortcut is only used where the result is identical: see ``mul``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -74,9 +75,10 @@ def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
     scale = 1.0 / (big + small * ratio)
     re = torch.where(c_larger, a + b * ratio, a * ratio + b) * scale
     im = torch.where(c_larger, b - a * ratio, b * ratio - a) * scale
-    zero_divisor = torch.where(both_zero, 0.0, 1.0)
-    re = torch.where(both_zero, a / zero_divisor, re)
-    im = torch.where(both_zero, b / zero_divisor, im)
+    # a / +0 is a * inf (±inf, or nan for a = ±0 or nan): a multiplication, not a division
+    infinite = torch.where(both_zero, math.inf, 1.0)
+    re = torch.where(both_zero, a * infinite, re)
+    im = torch.where(both_zero, b * infinite, im)
     return re, im
 
 

@@ -235,14 +235,23 @@ def _clog_base(base_log: float):
 
 
 def _hyp_times(x, c, odd: bool):
-    """sinh(x) c (odd) or cosh(x) c, with no overflow of sinh/cosh where the product is finite:
-    beyond log(max), |sinh x| = cosh x = e^|x| / 2, computed as (e^(|x|/2) c/2) e^(|x|/2)."""
+    """sinh(x) c (odd) or cosh(x) c, with no overflow of sinh/cosh where the product is finite.
+
+    One expm1 serves both (a complex sin/cos needs sinh and cosh of the same x, and the
+    compiler computes the shared expm1 once): with m = expm1(|x|) and e = m + 1,
+    sinh|x| = (m + m/e) / 2 (no cancellation near 0) and cosh x = (e + 1/e) / 2. Beyond
+    log(max), |sinh x| = cosh x = e^|x| / 2, computed as (e' c/2) e' with e' = e^(|x|/2)."""
     ax = torch.abs(x)
     big = ax > _log_max(x) - LN2
-    xs = torch.where(big, 0.0, x)
-    plain = (torch.sinh(xs) if odd else torch.cosh(xs)) * c
-    e = torch.exp(torch.where(big, 0.5 * ax, 0.0))
-    scaled = (e * (0.5 * c)) * e
+    m = torch.expm1(torch.where(big, 0.5 * ax, ax))
+    e = m + 1.0
+    inverse = 1.0 / torch.where(big, 1.0, e)
+    if odd:
+        plain = torch.copysign(0.5 * (m + m * inverse), x) * c
+    else:
+        plain = (0.5 * (e + inverse)) * c
+    half = torch.where(big, e, 1.0)  # e^(|x|/2) on the big lanes; 1 elsewhere (double where)
+    scaled = (half * (0.5 * c)) * half
     if odd:
         scaled = torch.where(x < 0, -scaled, scaled)
     return torch.where(big, scaled, plain)
@@ -385,11 +394,11 @@ def _catanh(x, y):
     num, den = one_plus * one_plus + y2, one_minus * one_minus + y2
     f = num / den
     small_f = f < 0.5
-    re = 0.25 * torch.where(small_f, torch.log(torch.where(small_f, f, 1.0)),
-                            torch.log1p(4.0 * xn / torch.where(small_f, 1.0, den)))
     pole = (torch.abs(xn) == 1) & tiny_y
-    log_y = torch.log(torch.where(pole, torch.abs(yn), 1.0))
-    re = torch.where(pole, torch.copysign(torch.full_like(x, 0.5), xn) * (LN2 - log_y), re)
+    # one log serves the pole lanes (log|y|) and the other small-f lanes (log f)
+    logged = torch.log(torch.where(pole, torch.abs(yn), torch.where(small_f, f, 1.0)))
+    re = 0.25 * torch.where(small_f, logged, torch.log1p(4.0 * xn / torch.where(small_f, 1.0, den)))
+    re = torch.where(pole, torch.copysign(torch.full_like(x, 0.5), xn) * (LN2 - logged), re)
     im = 0.5 * torch.atan2(2.0 * yn, one_minus * one_plus - yn * yn)
     h = torch.hypot(torch.where(big, x, 1.0), torch.where(big, y, 0.0))
     big_re = torch.where(_isinf(h), _copysign0(x), (x / h) / h)
