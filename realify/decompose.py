@@ -144,7 +144,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         traced = trace(python_dispatcher=True)
     _inplace_views_to_functional(traced)
     mutated = _mutations_to_outputs(traced)
-    _copies_to_views(traced)
+    copies_to_views(traced)
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
     num_user = len(outs) - len(mutated)
@@ -258,39 +258,39 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
     return planar
 
 
-def _copies_to_views(gm: fx.GraphModule) -> None:
+def copies_to_views(gm: fx.GraphModule, *, keep_copies: bool = False) -> None:
     """Functionalization turned every view into its ``*_copy`` variant (``slice_copy``,
     ``permute_copy``, ...). In a graph that mutates nothing the view itself has the same value,
-    and compilers handle views far better: Inductor has no lowering for some ``*_copy`` ops
+    and consumers handle views far better: Inductor has no lowering for some ``*_copy`` ops
     and runs each as an extern copy (the FNO block had 12 extern ``slice_copy`` calls per
-    forward), and a copy's fresh layout can hide a cheaper one.
+    forward), a copy's fresh layout hides the real strides from the rules, and torch.onnx has
+    no translation for ``slice_copy``.
 
-    A copy's result is contiguous and a view's may not be, so ``view``/``view_copy`` become
-    ``reshape`` (same value; copies only where it must). The pass is skipped for a graph that
-    writes to an input (a view would see the write) or reads storage directly (``as_strided``,
-    dtype views), where strides change the value."""
+    A copy's result is contiguous and a view's may not be, so ``view`` becomes ``reshape``
+    (same value; copies only where it must). Copies stay copies where ``keep_copies`` (the
+    caller writes to inputs after the graph ran: a view would see the write) or where the
+    graph reads storage directly (``as_strided``, dtype views); a graph with in-place ops is
+    left as it is."""
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    if any(isinstance(n.target, OpOverload) and n.target._schema.is_mutable for n in nodes):
+        return
+    keep_copies = keep_copies or any(n.target in _STRIDE_DEPENDENT for n in nodes)
     for node in nodes:
-        if isinstance(node.target, OpOverload) and (
-                node.target._schema.is_mutable or node.target in _STRIDE_DEPENDENT):
-            return
-    for node in nodes:
-        view = _view_variant(node.target)
-        if view is not None:
-            node.target = view
+        if node.target in _RESHAPES or (not keep_copies and node.target is aten.view_copy.default):
+            node.target = aten.reshape.default
+        elif not keep_copies:
+            node.target = _view_variant(node.target) or node.target
     gm.recompile()
 
 
 _STRIDE_DEPENDENT = {aten.as_strided.default, aten.as_strided_copy.default, aten.view.dtype,
                      aten.view_copy.dtype, aten.as_strided_scatter.default}
-_TO_RESHAPE = {aten.view.default, aten.view_copy.default, aten._unsafe_view.default}
+_RESHAPES = {aten.view.default, aten._unsafe_view.default}
 
 
 @functools.cache
 def _view_variant(op: Any) -> OpOverload | None:
-    """The view (or reshape) that replaces ``op``: ``aten.X_copy.overload`` -> ``aten.X.overload``."""
-    if op in _TO_RESHAPE:
-        return aten.reshape.default
+    """``aten.X_copy.overload`` -> ``aten.X.overload`` where that is a view op, else None."""
     if not isinstance(op, OpOverload) or op.namespace != "aten":
         return None
     name = op._schema.name.split("::")[-1]

@@ -32,7 +32,8 @@ from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
-from .decompose import decompose
+from . import config
+from .decompose import copies_to_views, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 
 log = logging.getLogger("realify")
@@ -107,14 +108,16 @@ def export(
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
     try:
-        real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
+        # standard ops only: no realify::cmul_pairs, which other runtimes would not know
+        with config.patch(interleaved_products=False):
+            real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
     except MissingRuleError as err:
         raise _for_export(err) from None
 
     flat_args, in_spec = tree_flatten((args, kwargs))
     real_args, real_kwargs = tree_unflatten([_interleave(x, truncate_double) for x in flat_args], in_spec)
     wiring = _Wiring(complex_ep, real_gm.realify_signature.mutated_inputs)
-    _views_for_export(real_gm, writes=wiring.writes)
+    copies_to_views(real_gm, keep_copies=wiring.writes)
     wrapper = _RealProgram(real_gm, wiring, _RealState(complex_ep, truncate_double), _forward_signature(module))
     shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
     real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
@@ -262,49 +265,6 @@ def _for_export(err: MissingRuleError) -> MissingRuleError:
 
 
 # ---- step 3: the real program ---------------------------------------------------------------
-
-
-_RESHAPES = (aten.view.default, aten._unsafe_view.default)
-# ops whose value depends on the strides of their input: a copy and a view of it differ
-_STRIDE_DEPENDENT = (aten.as_strided.default, aten.as_strided_copy.default, aten.as_strided_scatter.default,
-                     aten.view.dtype, aten.view_copy.dtype)
-
-
-def _views_for_export(gm: fx.GraphModule, writes: bool) -> None:
-    """Make the real graph's view ops ones that re-trace and translate everywhere.
-
-    - ``view`` -> ``reshape``: the views were recorded where the first trace's strides allowed
-      them; the second trace may give an input other strides (a contiguous ``slice_copy`` in
-      one, a strided view in the other), where only reshape is valid. Same values.
-    - ``X_copy`` -> ``X`` (``slice_copy`` -> ``slice``, ``view_copy`` -> ``reshape``, ...):
-      functionalization left copies that some consumers cannot translate (torch.onnx has no
-      ``slice_copy``). A view has the same value as the copy unless something writes to the
-      viewed tensor or reads its strides, so this is skipped for a program that writes to its
-      inputs or buffers, or that has stride-dependent ops.
-    """
-    copies_to_views = not writes and not any(n.target in _STRIDE_DEPENDENT for n in gm.graph.nodes)
-    for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
-        if node.target in _RESHAPES or (copies_to_views and node.target is aten.view_copy.default):
-            node.target = aten.reshape.default
-        elif copies_to_views:
-            node.target = _view_of_copy(node.target) or node.target
-    gm.recompile()
-
-
-def _view_of_copy(op: Any) -> Any:
-    """``aten.X_copy.overload`` -> ``aten.X.overload`` where that is a view op, else None."""
-    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
-        return None
-    name = op._schema.name.split("::")[-1]
-    if not name.endswith("_copy") or name == "lift_fresh_copy":
-        return None
-    packet = getattr(aten, name[: -len("_copy")], None)
-    if packet is None or op._overloadname not in packet.overloads():
-        return None
-    view = getattr(packet, op._overloadname)
-    return view if view.is_view else None
 
 
 def _interleave(x: Any, truncate_double: bool) -> Any:

@@ -30,7 +30,7 @@ OPSET = 20
 
 def onnx_translation_table() -> dict[Callable, Callable]:
     """``custom_translation_table`` entries for realify's custom ops, for ``torch.onnx.export``."""
-    table = {
+    return {
         torch.ops.realify.fft_c2c.default: fft_c2c,
         torch.ops.realify.fft_r2c.default: fft_r2c,
         torch.ops.realify.fft_c2r.default: fft_c2r,
@@ -43,9 +43,6 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         torch.ops.aten.hypot.default: hypot,
         torch.ops.prims.hypot.default: hypot,
     }
-    if hasattr(torch.ops.realify, "cmul_pairs"):  # the product on interleaved pairs, where it exists
-        table[torch.ops.realify.cmul_pairs.default] = cmul_pairs
-    return table
 
 
 def to_onnx(
@@ -136,22 +133,6 @@ def fft_c2r(re, im, dim: Sequence[int], normalization: int, last_dim_size: int):
     x = op.Squeeze(op.Slice(x, _ints([0]), _ints([1]), _ints([-1])), _ints([-1]))  # real part
     n = op.Mul(_length(re, dims[:-1]), op.Constant(value_int=size)) if len(dims) > 1 else op.Constant(value_int=size)
     return _normalize(x, n, normalization, inverse=True)
-
-
-# ---- complex product on interleaved pairs ----------------------------------------------------
-
-
-def cmul_pairs(a, b, conj_a: bool, conj_b: bool):
-    """realify::cmul_pairs: a, b real ``(..., 2)`` pairs (broadcast), conjugated where asked.
-
-    (ar + ai i)(br + bi i) = (ar br - ai bi) + (ar bi + ai br) i; conj flips the sign of ai/bi."""
-    ar, ai = op.Split(a, axis=-1, num_outputs=2)
-    br, bi = op.Split(b, axis=-1, num_outputs=2)
-    ai = op.Neg(ai) if conj_a else ai
-    bi = op.Neg(bi) if conj_b else bi
-    re = op.Sub(op.Mul(ar, br), op.Mul(ai, bi))
-    im = op.Add(op.Mul(ar, bi), op.Mul(ai, br))
-    return op.Concat(re, im, axis=-1)
 
 
 # ---- sign of zero ------------------------------------------------------------------------------
