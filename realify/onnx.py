@@ -1,7 +1,7 @@
 """ONNX export of real-only programs made by :func:`realify.export`.
 
 The exported graph is real everywhere, so ``torch.onnx.export`` translates it with its own
-tables, except for realify's planar FFT ops (:mod:`realify.ops`). Their translations here use
+tables, except for realify's FFT ops (:mod:`realify.ops`) on (re, im) pairs. Their translations use
 ONNX ``DFT`` (opset 20: ``axis`` is an input), which works on a trailing dim of 2
 ``[re, im]`` (or 1 for a real signal), the same interleaved layout the export boundary uses.
 
@@ -82,22 +82,22 @@ def to_onnx(
 # ---- translations of the realify:: FFT ops (onnxscript, traced at export time) -------------
 
 
-def fft_c2c(re, im, dim: Sequence[int], normalization: int, forward: bool):
-    """realify::fft_c2c -> DFT over each dim of the stacked ``[re, im]``, then the scale.
+def fft_c2c(x, dim: Sequence[int], normalization: int, forward: bool):
+    """realify::fft_c2c -> DFT over each dim of the ``(*shape, 2)`` pairs (DFT's own complex
+    layout), then the scale.
 
     X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) per dim; ONNX's inverse DFT has the
     1/N of each dim built in, so the inverse result is multiplied by n * scale."""
-    dims = _wrapped(re, dim)
-    z = _stack(re, im)
+    dims = _complex_dims(x, dim)
+    z = x
     for d in dims:
         z = op.DFT(z, None, _axis(d), inverse=0 if forward else 1, onesided=0)
-    z = _normalize(z, _length(re, dims), normalization, inverse=not forward)
-    return _unstack(z)
+    return _normalize(z, _length(x, dims), normalization, inverse=not forward)
 
 
 def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
     """realify::fft_r2c -> a real DFT on the last dim (onesided: bins 0 .. N//2), then full
-    DFTs on the other dims.
+    DFTs on the other dims; the result is ``(*shape, 2)`` pairs.
 
     X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); scale = 1, 1/sqrt(n), 1/n for codes 0/1/2."""
     dims = _wrapped(x, dim)
@@ -106,20 +106,19 @@ def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
     z = op.DFT(z, None, _axis(dims[-1]), inverse=0, onesided=1 if onesided else 0)
     for d in dims[:-1]:
         z = op.DFT(z, None, _axis(d), inverse=0, onesided=0)
-    z = _normalize(z, n, normalization, inverse=False)
-    return _unstack(z)
+    return _normalize(z, n, normalization, inverse=False)
 
 
-def fft_c2r(re, im, dim: Sequence[int], normalization: int, last_dim_size: int):
-    """realify::fft_c2r -> inverse DFTs on the leading dims, Hermitian completion of the last
-    dim, inverse DFT, real part.
+def fft_c2r(x, dim: Sequence[int], normalization: int, last_dim_size: int):
+    """realify::fft_c2r -> inverse DFTs of the ``(*shape, 2)`` pairs on the leading dims,
+    Hermitian completion of the last dim, inverse DFT, real part.
 
     x[n] = scale * sum_k X[k] exp(2 pi i k n / N), N = last_dim_size, with the bins the onesided
     input lacks filled by symmetry: X[N - k] = conj(X[k]) for k = 1 .. N - (N//2 + 1). The
     imaginary parts of X[0] (and of X[N/2] for even N) only reach the imaginary part of x,
     which is dropped, as aten's c2r ignores them."""
-    dims = _wrapped(re, dim)
-    z = _stack(re, im)
+    dims = _complex_dims(x, dim)
+    z = x
     for d in dims[:-1]:
         z = op.DFT(z, None, _axis(d), inverse=1, onesided=0)
     last, size = dims[-1], last_dim_size
@@ -129,10 +128,10 @@ def fft_c2r(re, im, dim: Sequence[int], normalization: int, last_dim_size: int):
     mirrored = op.Slice(z, _ints([size - half]), _ints([0]), _ints([last]), _ints([-1]))
     mirrored = op.Mul(mirrored, op.CastLike(op.Constant(value_floats=[1.0, -1.0]), mirrored))  # conj
     full = op.Concat(head, mirrored, axis=last)
-    x = op.DFT(full, None, _axis(last), inverse=1, onesided=0)
-    x = op.Squeeze(op.Slice(x, _ints([0]), _ints([1]), _ints([-1])), _ints([-1]))  # real part
-    n = op.Mul(_length(re, dims[:-1]), op.Constant(value_int=size)) if len(dims) > 1 else op.Constant(value_int=size)
-    return _normalize(x, n, normalization, inverse=True)
+    out = op.DFT(full, None, _axis(last), inverse=1, onesided=0)
+    out = op.Squeeze(op.Slice(out, _ints([0]), _ints([1]), _ints([-1])), _ints([-1]))  # real part
+    n = op.Mul(_length(x, dims[:-1]), op.Constant(value_int=size)) if len(dims) > 1 else op.Constant(value_int=size)
+    return _normalize(out, n, normalization, inverse=True)
 
 
 # ---- sign of zero ------------------------------------------------------------------------------
@@ -171,22 +170,18 @@ def _wrapped(x, dim: Sequence[int]) -> list[int]:
     return [d % rank for d in dim]
 
 
+def _complex_dims(pairs, dim: Sequence[int]) -> list[int]:
+    """``dim`` of the complex value held as ``(*shape, 2)`` pairs, wrapped by its rank."""
+    rank = len(pairs.shape) - 1
+    return [d % rank for d in dim]
+
+
 def _ints(values: list[int]):
     return op.Constant(value_ints=values)
 
 
 def _axis(d: int):
     return op.Constant(value_int=d)  # DFT-20's axis: a scalar int64 input
-
-
-def _stack(re, im):
-    """Planar parts -> one ``(*shape, 2)`` tensor, DFT's complex layout."""
-    return op.Concat(op.Unsqueeze(re, _ints([-1])), op.Unsqueeze(im, _ints([-1])), axis=-1)
-
-
-def _unstack(z):
-    re, im = op.Split(z, axis=-1, num_outputs=2)
-    return op.Squeeze(re, _ints([-1])), op.Squeeze(im, _ints([-1]))
 
 
 def _length(x, dims: Sequence[int]):

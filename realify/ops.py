@@ -1,21 +1,25 @@
-"""Planar FFT primitives, registered as torch.library custom ops in the ``realify`` namespace.
+"""realify's custom ops: FFTs and a complex product that work on (re, im) pairs.
 
-A real-only graph still needs FFTs. These ops take and return real tensors (the real and
-imaginary parts of each complex operand, planar), so a graph holding them has no complex
-dtype anywhere, and a real-only compiler sees them as opaque (extern) kernels:
+A real-only graph still needs FFTs. These ops take and return real tensors, so a graph
+holding them has no complex dtype anywhere, and a real-only compiler sees them as opaque
+(extern) kernels. A complex operand is one real ``(..., 2)`` tensor of (re, im) pairs, the
+``torch.view_as_real`` layout that the FFT libraries read and write natively, so no op copies
+its operands into another layout: the compiler writes an FFT's input pairs straight from the
+kernel that computes them, and reads the parts of its output where it needs them.
 
-- ``realify::fft_c2c(re, im, dim, normalization, forward) -> (re, im)``   (aten._fft_c2c)
-- ``realify::fft_r2c(x, dim, normalization, onesided) -> (re, im)``       (aten._fft_r2c)
-- ``realify::fft_c2r(re, im, dim, normalization, last_dim_size) -> x``    (aten._fft_c2r)
+- ``realify::fft_c2c(x, dim, normalization, forward) -> pairs``           (aten._fft_c2c)
+- ``realify::fft_r2c(x, dim, normalization, onesided) -> pairs``          (aten._fft_r2c)
+- ``realify::fft_c2r(x, dim, normalization, last_dim_size) -> real``      (aten._fft_c2r)
+- ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
 
-The arguments mirror the aten ops that every ``torch.fft`` function lowers to;
+``dim`` counts the dimensions of the complex value (the trailing pair dimension excluded) and
 ``normalization`` is aten's code: 0 none, 1 by 1/sqrt(n), 2 by 1/n (whatever the direction).
+The arguments otherwise mirror the aten ops that every ``torch.fft`` function lowers to.
 
-The eager implementation interleaves the parts once, runs the aten FFT (pocketfft/MKL on CPU,
-cuFFT on CUDA) and splits the result once. Each op has a fake implementation (tracing, export)
-and an autograd formula written with these same ops, so backward graphs stay real as well.
-Gradients follow PyTorch's convention for complex values: the gradient of a real loss with
-respect to a complex value ``z`` is ``dL/dRe z + i dL/dIm z``.
+Each op has a fake implementation (tracing, export) and an autograd formula written with these
+same ops, so backward graphs stay real as well. Gradients follow PyTorch's convention for
+complex values: the gradient of a real loss with respect to a complex value ``z`` is
+``dL/dRe z + i dL/dIm z``.
 """
 
 from __future__ import annotations
@@ -24,29 +28,32 @@ from typing import Sequence
 
 import torch
 
-from .tensor import _interleave
-
 aten = torch.ops.aten
 
 __all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "cmul_pairs"]
 
 
-def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Contiguous real and imaginary parts of a complex result (always fresh copies: custom
-    op outputs may not alias each other)."""
-    parts = torch.view_as_real(z)
-    return (parts[..., 0].clone(memory_format=torch.contiguous_format),
-            parts[..., 1].clone(memory_format=torch.contiguous_format))
+def _as_pairs(x: torch.Tensor) -> torch.Tensor:
+    """x (..., 2) viewable as complex: unit last stride, even other strides and offset."""
+    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
+        x = x.contiguous()
+    return x
 
 
-def _last(x: torch.Tensor, dim: Sequence[int]) -> int:
-    """The (wrapped) last transformed dimension."""
-    return dim[-1] % x.dim()
+def _to_pairs(z: torch.Tensor) -> torch.Tensor:
+    """A complex result as contiguous pairs (the layout the fake implementations promise;
+    the FFT libraries may return other strides)."""
+    return torch.view_as_real(z).contiguous()
 
 
-def _wrap(x: torch.Tensor, dim: Sequence[int]) -> list[int]:
+def _wrap(ndim: int, dim: Sequence[int]) -> list[int]:
     # the aten primitives expect non-negative dims (torch.fft.* wraps them before lowering)
-    return [d % x.dim() for d in dim]
+    return [d % ndim for d in dim]
+
+
+def _last(ndim: int, dim: Sequence[int]) -> int:
+    """The (wrapped) last transformed dimension."""
+    return dim[-1] % ndim
 
 
 def _onesided_size(n):
@@ -57,26 +64,25 @@ def _onesided_size(n):
 
 
 @torch.library.custom_op("realify::fft_c2c", mutates_args=())
-def fft_c2c(re: torch.Tensor, im: torch.Tensor, dim: list[int], normalization: int,
-            forward: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def fft_c2c(x: torch.Tensor, dim: list[int], normalization: int, forward: bool) -> torch.Tensor:
     # X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) over each dim in ``dim``
-    return _split(aten._fft_c2c.default(_interleave(re, im), _wrap(re, dim), normalization, forward))
+    z = torch.view_as_complex(_as_pairs(x))
+    return _to_pairs(aten._fft_c2c.default(z, _wrap(z.dim(), dim), normalization, forward))
 
 
 @fft_c2c.register_fake
-def _(re, im, dim, normalization, forward):
-    return re.new_empty(re.shape), re.new_empty(re.shape)
+def _(x, dim, normalization, forward):
+    return x.new_empty(x.shape)
 
 
 def _c2c_setup(ctx, inputs, output):
-    _, _, ctx.dim, ctx.normalization, ctx.forward = inputs
+    _, ctx.dim, ctx.normalization, ctx.forward = inputs
 
 
-def _c2c_backward(ctx, grad_re, grad_im):
+def _c2c_backward(ctx, grad):
     # y = s F x is C-linear with F symmetric, so grad_x = conj(s F)^T grad_y = s conj(F) grad_y:
     # the transform in the other direction with the same (real) normalization.
-    g_re, g_im = fft_c2c(grad_re, grad_im, ctx.dim, ctx.normalization, not ctx.forward)
-    return g_re, g_im, None, None, None
+    return fft_c2c(grad, ctx.dim, ctx.normalization, not ctx.forward), None, None, None
 
 
 fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
@@ -86,38 +92,35 @@ fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
 
 
 @torch.library.custom_op("realify::fft_r2c", mutates_args=())
-def fft_r2c(x: torch.Tensor, dim: list[int], normalization: int,
-            onesided: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def fft_r2c(x: torch.Tensor, dim: list[int], normalization: int, onesided: bool) -> torch.Tensor:
     # X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); onesided keeps k = 0 .. N//2 of the last dim
-    return _split(aten._fft_r2c.default(x, _wrap(x, dim), normalization, onesided))
+    return _to_pairs(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
 
 
 @fft_r2c.register_fake
 def _(x, dim, normalization, onesided):
     shape = list(x.shape)
     if onesided:
-        last = _last(x, dim)
+        last = _last(x.dim(), dim)
         shape[last] = _onesided_size(shape[last])
-    return x.new_empty(shape), x.new_empty(shape)
+    return x.new_empty([*shape, 2])
 
 
 def _r2c_setup(ctx, inputs, output):
     x, ctx.dim, ctx.normalization, ctx.onesided = inputs
-    ctx.last_size = x.shape[_last(x, ctx.dim)]
+    ctx.last_size = x.shape[_last(x.dim(), ctx.dim)]
 
 
-def _r2c_backward(ctx, grad_re, grad_im):
+def _r2c_backward(ctx, grad):
     # Onesided r2c is the full c2c of a real signal with bins N//2+1 .. N-1 dropped, so its
     # adjoint zero-pads the gradient back to N bins, runs the backward c2c and keeps the real
     # part (the input is real).
     if ctx.onesided:
-        last = _last(grad_re, ctx.dim)
-        missing = ctx.last_size - grad_re.shape[last]
-        pad = [0, 0] * (grad_re.dim() - 1 - last) + [0, missing]
-        grad_re = torch.nn.functional.pad(grad_re, pad)
-        grad_im = torch.nn.functional.pad(grad_im, pad)
-    g_re, _ = fft_c2c(grad_re, grad_im, ctx.dim, ctx.normalization, False)
-    return g_re, None, None, None
+        last = _last(grad.dim() - 1, ctx.dim)
+        missing = ctx.last_size - grad.shape[last]
+        pad = [0, 0] * (grad.dim() - 1 - last) + [0, missing]  # the pair dim is not padded
+        grad = torch.nn.functional.pad(grad, pad)
+    return fft_c2c(grad, ctx.dim, ctx.normalization, False)[..., 0], None, None, None
 
 
 fft_r2c.register_autograd(_r2c_backward, setup_context=_r2c_setup)
@@ -127,23 +130,23 @@ fft_r2c.register_autograd(_r2c_backward, setup_context=_r2c_setup)
 
 
 @torch.library.custom_op("realify::fft_c2r", mutates_args=())
-def fft_c2r(re: torch.Tensor, im: torch.Tensor, dim: list[int], normalization: int,
-            last_dim_size: int) -> torch.Tensor:
+def fft_c2r(x: torch.Tensor, dim: list[int], normalization: int, last_dim_size: int) -> torch.Tensor:
     # x[n] = scale * sum_k X[k] exp(2 pi i k n / N) with X completed by Hermitian symmetry
     # X[N-k] = conj(X[k]) from the onesided input; N = last_dim_size, the result is real.
     # contiguous, as the fake implementation promises (aten's c2r may return other strides)
-    return aten._fft_c2r.default(_interleave(re, im), _wrap(re, dim), normalization, last_dim_size).contiguous()
+    z = torch.view_as_complex(_as_pairs(x))
+    return aten._fft_c2r.default(z, _wrap(z.dim(), dim), normalization, last_dim_size).contiguous()
 
 
 @fft_c2r.register_fake
-def _(re, im, dim, normalization, last_dim_size):
-    shape = list(re.shape)
-    shape[_last(re, dim)] = last_dim_size
-    return re.new_empty(shape)
+def _(x, dim, normalization, last_dim_size):
+    shape = list(x.shape[:-1])
+    shape[_last(len(shape), dim)] = last_dim_size
+    return x.new_empty(shape)
 
 
 def _c2r_setup(ctx, inputs, output):
-    _, _, ctx.dim, ctx.normalization, _ = inputs
+    _, ctx.dim, ctx.normalization, _ = inputs
 
 
 def _c2r_backward(ctx, grad):
@@ -151,14 +154,14 @@ def _c2r_backward(ctx, grad):
     # Adjoint: forward r2c of the (real) gradient, then accumulate the mirrored half onto the
     # bins it came from: bins 1 .. N - (N//2 + 1) appear twice in the full spectrum, so their
     # gradient doubles (bin 0, and bin N/2 for even N, are their own mirror images).
-    g_re, g_im = fft_r2c(grad, ctx.dim, ctx.normalization, True)
-    last = _last(grad, ctx.dim)
-    full, half = grad.shape[last], g_re.shape[last]
+    g = fft_r2c(grad, ctx.dim, ctx.normalization, True)
+    last = _last(grad.dim(), ctx.dim)
+    full, half = grad.shape[last], g.shape[last]
     index = torch.arange(half, device=grad.device)
     doubled = (index >= 1) & (index <= full - half)
-    scale = torch.where(doubled, 2.0, 1.0).to(g_re.dtype)
-    scale = scale.reshape([half] + [1] * (grad.dim() - 1 - last))
-    return g_re * scale, g_im * scale, None, None, None
+    scale = torch.where(doubled, 2.0, 1.0).to(g.dtype)
+    scale = scale.reshape([half] + [1] * (grad.dim() - last))  # through the pair dim
+    return g * scale, None, None, None
 
 
 fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)
@@ -172,20 +175,13 @@ fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)
 # with ATen's vectorized complex kernel instead (realify/rules/arithmetic.py decides when).
 
 
-def _as_pairs(x: torch.Tensor) -> torch.Tensor:
-    """x (..., 2) viewable as complex: unit last stride, even other strides and offset."""
-    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
-        x = x.contiguous()
-    return x
-
-
 @torch.library.custom_op("realify::cmul_pairs", mutates_args=())
 def cmul_pairs(a: torch.Tensor, b: torch.Tensor, conj_a: bool, conj_b: bool) -> torch.Tensor:
     # a', b' = conj(a) if conj_a else a, likewise b;  a' b' = (ar br - ai bi) + (ar bi + ai br) i,
     # broadcast; a and b are real (..., 2) tensors of (re, im) pairs, so is the result
     za, zb = torch.view_as_complex(_as_pairs(a)), torch.view_as_complex(_as_pairs(b))
     za, zb = (za.conj() if conj_a else za), (zb.conj() if conj_b else zb)
-    return torch.view_as_real((za * zb).resolve_conj())
+    return _to_pairs((za * zb).resolve_conj())
 
 
 @cmul_pairs.register_fake

@@ -248,20 +248,33 @@ def test_fft_gradients(front_end, name):
 @pytest.mark.parametrize("norm", [0, 1, 2])
 @pytest.mark.parametrize("n", [5, 6])
 def test_fft_custom_op_adjoints(n, norm):
-    # first and second derivatives of the planar ops, numerically (float64)
+    # first and second derivatives of the ops on (re, im) pairs, numerically (float64)
     gradcheck = torch.autograd.gradcheck
     ops = realify.ops
-    re, im = (rand(3, n, dtype=torch.float64, seed=s).requires_grad_() for s in (1, 2))
+    pairs = rand(3, n, 2, dtype=torch.float64, seed=1).requires_grad_()
     for forward in (True, False):
-        assert gradcheck(lambda a, b: ops.fft_c2c(a, b, [0, 1], norm, forward), (re, im))
-        assert torch.autograd.gradgradcheck(lambda a, b: ops.fft_c2c(a, b, [1], norm, forward), (re, im))
+        assert gradcheck(lambda x: ops.fft_c2c(x, [0, 1], norm, forward), (pairs,))
+        assert torch.autograd.gradgradcheck(lambda x: ops.fft_c2c(x, [1], norm, forward), (pairs,))
+    re = rand(3, n, dtype=torch.float64, seed=2).requires_grad_()
     for onesided in (True, False):
         assert gradcheck(lambda a: ops.fft_r2c(a, [0, 1], norm, onesided), (re,))
         assert torch.autograd.gradgradcheck(lambda a: ops.fft_r2c(a, [1], norm, onesided), (re,))
-    half = n // 2 + 1
-    hr, hi = (rand(half, 3, dtype=torch.float64, seed=s).requires_grad_() for s in (3, 4))
-    assert gradcheck(lambda a, b: ops.fft_c2r(a, b, [1, 0], norm, n), (hr, hi))
-    assert torch.autograd.gradgradcheck(lambda a, b: ops.fft_c2r(a, b, [0], norm, n), (hr, hi))
+    half = rand(n // 2 + 1, 3, 2, dtype=torch.float64, seed=3).requires_grad_()
+    assert gradcheck(lambda x: ops.fft_c2r(x, [1, 0], norm, n), (half,))
+    assert torch.autograd.gradgradcheck(lambda x: ops.fft_c2r(x, [0], norm, n), (half,))
+
+
+def test_fft_custom_ops_match_aten():
+    # each op is the aten primitive on torch.view_as_complex(pairs), negative dims included
+    ops = realify.ops
+    pairs, x = rand(4, 7, 2, dtype=torch.float64), rand(4, 9, dtype=torch.float64)
+    z = torch.view_as_complex(pairs)
+    torch.testing.assert_close(ops.fft_c2c(pairs, [0, -1], 1, True), torch.view_as_real(torch.fft.fftn(z, norm="ortho")))
+    torch.testing.assert_close(ops.fft_r2c(x, [-1], 2, True), torch.view_as_real(torch.fft.rfft(x, norm="forward")))
+    torch.testing.assert_close(ops.fft_c2r(pairs, [-1], 0, 12), torch.fft.irfft(z, 12, norm="forward"))
+    strided = rand(7, 4, 2, dtype=torch.float64).transpose(0, 1)  # pairs not viewable as complex
+    torch.testing.assert_close(ops.fft_c2c(strided, [1], 0, False),
+                               torch.view_as_real(torch.fft.ifft(torch.view_as_complex(strided.contiguous()), norm="forward")))
 
 
 def test_fft_custom_ops_fake_shapes():
@@ -269,15 +282,15 @@ def test_fft_custom_ops_fake_shapes():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     ops = realify.ops
-    re, im, x = rand(4, 7, dtype=torch.float64), rand(4, 7, dtype=torch.float64, seed=1), rand(4, 9, dtype=torch.float64)
-    calls = [lambda a, b, c: ops.fft_c2c(a, b, [0, 1], 2, False), lambda a, b, c: ops.fft_r2c(c, [0, -1], 1, True),
-             lambda a, b, c: ops.fft_r2c(c, [1], 0, False), lambda a, b, c: ops.fft_c2r(a, b, [1], 0, 12)]
+    pairs, x = rand(4, 7, 2, dtype=torch.float64), rand(4, 9, dtype=torch.float64)
+    calls = [lambda p, r: ops.fft_c2c(p, [0, 1], 2, False), lambda p, r: ops.fft_r2c(r, [0, -1], 1, True),
+             lambda p, r: ops.fft_r2c(r, [1], 0, False), lambda p, r: ops.fft_c2r(p, [1], 0, 12),
+             lambda p, r: ops.fft_c2r(p.transpose(0, 1), [0, 1], 2, 7)]
     for call in calls:
-        real = call(re, im, x)
+        real = call(pairs, x)
         with FakeTensorMode() as mode:
-            fake = call(mode.from_tensor(re), mode.from_tensor(im), mode.from_tensor(x))
-        for r, f in zip(tree_flatten(real)[0], tree_flatten(fake)[0]):
-            assert (r.shape, r.dtype, r.stride()) == (f.shape, f.dtype, f.stride())
+            fake = call(mode.from_tensor(pairs), mode.from_tensor(x))
+        assert (real.shape, real.dtype, real.stride()) == (fake.shape, fake.dtype, fake.stride())
 
 
 # ---- convolution ---------------------------------------------------------------------------
