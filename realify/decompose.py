@@ -54,15 +54,18 @@ class Signature:
     mutated_inputs: list[int]
     num_user_outputs: int
     out_spec: Any
-    input_layout: Layout
+    input_layout: Layout | list[Layout]  # one for all inputs, or one per input
     output_layout: Layout
+
+    def layout_of(self, i: int) -> Layout:
+        return self.input_layout if isinstance(self.input_layout, str) else self.input_layout[i]
 
 
 def decompose(
     program: Callable | fx.GraphModule,
     example_inputs: Sequence[Any],
     *,
-    inputs: Layout = "complex",
+    inputs: Layout | Sequence[Layout] = "complex",
     outputs: Layout = "complex",
     on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None], Any] | None = None,
 ) -> fx.GraphModule:
@@ -74,6 +77,8 @@ def decompose(
     exist only at its edges. The result's ``realify_signature`` (:class:`Signature`) says
     which inputs/outputs are complex and which inputs the program mutated (their new values
     follow the user outputs; with ``"complex"`` layouts they are written back in the graph).
+    ``inputs`` may also give one layout per input ("planar" for some, "interleaved" for
+    others; "complex" only for all of them).
 
     ``on_missing(op, args, kwargs, node)`` may handle a complex op without a rule (the
     compile backend turns it into an eager island); by default a
@@ -83,12 +88,23 @@ def decompose(
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
     with fake_mode:
         functional, signature = _functionalize(program, fake_inputs)
-        signature.input_layout, signature.output_layout = inputs, outputs
-        boundary_inputs = [_boundary_example(x, inputs) for x in fake_inputs]
+        signature.input_layout, signature.output_layout = _input_layouts(inputs, len(fake_inputs)), outputs
+        boundary_inputs = [_boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
         planar = _planarize(functional, signature, boundary_inputs, on_missing)
     _check_real(planar, signature)
     planar.realify_signature = signature
     return planar
+
+
+def _input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | list[Layout]:
+    if isinstance(inputs, str):
+        return inputs
+    layouts = list(inputs)
+    if len(layouts) != count:
+        raise ValueError(f"decompose: {len(layouts)} input layouts for {count} inputs")
+    if "complex" in layouts and set(layouts) != {"complex"}:
+        raise ValueError("decompose: the 'complex' input layout cannot be mixed with others")
+    return layouts
 
 
 # ---- stage 1: functionalize ---------------------------------------------------------------
@@ -220,7 +236,7 @@ def _enter(x: Any, is_complex: bool, layout: Layout) -> Any:
     if layout == "planar":
         return ComplexTensor(x[0], x[1])
     if layout == "interleaved":
-        return ComplexTensor(x[..., 0], x[..., 1])
+        return ComplexTensor.from_pairs(x)
     # real/imag (not view_as_real) so that a conj- or neg-view input works at run time too
     return ComplexTensor(torch.real(x), torch.imag(x))
 
@@ -238,7 +254,7 @@ def _leave(x: Any, layout: Layout) -> Any:
 
 def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs: list[Any], on_missing) -> fx.GraphModule:
     def planar_program(*args):
-        values = [_enter(a, c, signature.input_layout) for a, c in zip(args, signature.input_complex)]
+        values = [_enter(a, c, signature.layout_of(i)) for i, (a, c) in enumerate(zip(args, signature.input_complex))]
         with _RouteComplexCreation():
             outs = PlanarInterpreter(functional, on_missing).run(*values)
         user = [_leave(o, signature.output_layout) for o in outs[: signature.num_user_outputs]]

@@ -84,6 +84,17 @@ class ComplexTensor(torch.Tensor):
             parts = torch.view_as_real(t)
         return ComplexTensor(parts[..., 0], parts[..., 1])
 
+    def known_pairs(self) -> torch.Tensor | None:
+        """The (..., 2) tensor this value views (see :meth:`from_pairs`), if its parts are still
+        exactly that tensor's [..., 0] and [..., 1] (an in-place view op such as transpose_
+        changes the parts, not the pairs)."""
+        p, re, im = self.pairs, self.re, self.im
+        if p is None or p.dtype != re.dtype or p.shape[:-1] != re.shape or p.stride(-1) != im.storage_offset() - re.storage_offset():
+            return None
+        if p.stride()[:-1] != re.stride() or im.stride() != re.stride() or p.storage_offset() != re.storage_offset():
+            return None
+        return p
+
     def to_complex(self) -> torch.Tensor:
         """An ordinary (interleaved) complex tensor with the same values (differentiable)."""
         if self.requires_grad:

@@ -116,7 +116,6 @@ _COMPILE_NO_RULE = {
 COMPILE: dict[str, str] = {
     **{op: "as in decompose: " + reason for op, reason in _NO_RULE.items() if op in _COMPILE_NO_RULE},
     "allclose": "dynamo graph-breaks on its data-dependent Python value, so no graph reaches the backend",
-    "as_strided.partial_views": "the boundary copies the input view into planar parts: storage outside the view cannot be reached",
     "combinations": "as in decompose: reads tensor values while tracing (data-dependent): cannot be traced with fake tensors",
     "corrcoef": "dynamo graph-breaks on its data-dependent Python value, so no graph reaches the backend",
     "cov": "dynamo graph-breaks on its data-dependent Python value, so no graph reaches the backend",

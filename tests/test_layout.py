@@ -10,6 +10,7 @@ import torch
 import realify
 from backend_support import RecordingInner
 from realify.bench.workloads import SpectralConv2d, apply_rotary_emb, rotary_freqs
+from realify.backend import SMALL_INPUT
 from realify.ops import cmul_pairs
 
 
@@ -59,13 +60,41 @@ def test_rotary_runs_on_pairs_and_matches_eager(interleaved):
     assert ("realify.cmul_pairs.default" in ops) == interleaved
 
 
-def test_planar_product_without_pairs_is_unchanged():
-    # complex inputs enter planar: a product of two of them is planar real arithmetic
+@pytest.mark.parametrize("size", [8, SMALL_INPUT + 1])
+def test_boundary_layout_by_input_size(size):
+    # small complex inputs enter as their own (re, im) pairs (a free view); larger ones are
+    # split into planes once, and their product is planar real arithmetic
+    torch._dynamo.reset()  # static shapes: no automatic dynamic from an earlier size
     rec = RecordingInner()
-    a, b = torch.randn(8, dtype=torch.complex64), torch.randn(8, dtype=torch.complex64)
+    a, b = torch.randn(size, dtype=torch.complex64), torch.randn(size, dtype=torch.complex64)
     out = realify.compile(lambda a, b: a * b, inner=rec)(a, b)
     torch.testing.assert_close(out, a * b)
-    assert not any("cmul_pairs" in t for kind, gm in rec.graphs for t in _targets(gm))
+    (forward,) = [gm for kind, gm in rec.graphs if kind == "forward"]
+    shapes = [tuple(n.meta["val"].shape) for n in forward.graph.nodes if n.op == "placeholder"]
+    small = size <= SMALL_INPUT
+    assert shapes == ([(size, 2)] * 2 if small else [(2, size)] * 2)
+    assert ("realify.cmul_pairs.default" in _targets(forward)) == small
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_as_strided_on_a_large_partial_view(inner):
+    # as_strided reads the input's storage (offsets count from the storage, not the view):
+    # such a graph takes every complex input as a view of its own storage, never a copy
+    base = torch.randn(3 * SMALL_INPUT, dtype=torch.complex64)
+    x = base[10:2 * SMALL_INPUT]
+
+    def f(x):
+        return torch.as_strided(x, (100,), (3,), 7) * 2
+
+    torch.testing.assert_close(realify.compile(f, inner=inner)(x), f(x), rtol=0, atol=0)
+
+
+def test_small_conj_input_enters_resolved():
+    # a lazy conj view cannot be viewed as pairs as it is: it is resolved at the boundary
+    z = torch.randn(6, dtype=torch.complex64)
+    w = torch.randn(6, dtype=torch.complex64)
+    f = realify.compile(lambda z, w: z * w + z, inner="eager")
+    torch.testing.assert_close(f(z.conj(), w), z.conj() * w + z.conj())
 
 
 def test_functional_copies_become_views():

@@ -76,12 +76,13 @@ def _on_pairs(a, b) -> bool:
     it with stride-2 loads that compilers do not vectorize (rotary embeddings: 0.31x eager
     planar on 2 CPU cores)."""
     return (config.interleaved_products and isinstance(a, ComplexTensor) and isinstance(b, ComplexTensor)
-            and (a.pairs is not None or b.pairs is not None)
+            and (a.known_pairs() is not None or b.known_pairs() is not None)
             and a.re.dtype == b.re.dtype and a.re.dtype in (torch.float32, torch.float64))
 
 
 def _pairs(z: ComplexTensor) -> torch.Tensor:
-    return z.pairs if z.pairs is not None else torch.stack([z.re, z.im], dim=-1)
+    pairs = z.known_pairs()
+    return pairs if pairs is not None else torch.stack([z.re, z.im], dim=-1)
 
 
 @register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)

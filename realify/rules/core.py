@@ -98,8 +98,8 @@ def complex(real, imag):
 @register(aten.view_as_real.default, aten.view_as_real_copy.default)
 def view_as_real(self):
     # (..., ) complex -> (..., 2) real, interleaved (the pairs themselves where known)
-    if getattr(self, "pairs", None) is not None:
-        return self.pairs
+    if isinstance(self, ComplexTensor) and self.known_pairs() is not None:
+        return self.known_pairs()
     re, im = parts(self)
     return torch.stack([re, im], dim=-1)
 
