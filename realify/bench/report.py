@@ -52,6 +52,15 @@ def _ms(x: float | None) -> str:
     return f"{x:.3g}" if x < 100 else f"{x:.0f}"
 
 
+def _compile(row: Row) -> str:
+    """Compile seconds; for realify, "total (decompose)": the rest is the inner compiler's."""
+    if row.compile_s is None or row.mode == "eager":
+        return "–"
+    if row.decompose_s is None:
+        return f"{row.compile_s:.1f}"
+    return f"{row.compile_s:.1f} ({row.decompose_s:.1f})"
+
+
 def cells(row: Row, max_status: int | None = 70) -> list[str]:
     status = row.status_text()
     if max_status and len(status) > max_status:
@@ -63,7 +72,7 @@ def cells(row: Row, max_status: int | None = 70) -> list[str]:
         _ms(row.median_ms),
         spread,
         "–" if row.speedup is None else f"{row.speedup:.2f}x",
-        "–" if row.compile_s is None or row.mode == "eager" else f"{row.compile_s:.1f}",
+        _compile(row),
         _num(row.max_rel_err, ".1e") if row.mode != "eager" else "ref",
         status,
     ]

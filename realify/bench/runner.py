@@ -101,6 +101,7 @@ class Row:
     max_ms: float | None = None
     repeat: int = 0
     compile_s: float | None = None  # first call (compilation + one run)
+    decompose_s: float | None = None  # realify's share of compile_s (the rest is Inductor's)
     speedup: float | None = None  # eager median / this median
     max_rel_err: float | None = None  # normwise, worst output/gradient, vs eager
     rtol: float | None = None
@@ -216,6 +217,8 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
             result = step()
             sync()
             row.compile_s = time.perf_counter() - t0
+            if counters["realify"]["decompose_s"]:
+                row.decompose_s = counters["realify"]["decompose_s"]
             if mode.compiled:
                 row.graphs = int(counters["stats"]["unique_graphs"])
                 row.graph_breaks = int(sum(counters["graph_break"].values()))
