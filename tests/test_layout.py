@@ -136,3 +136,15 @@ def test_batch_major_einsum_operands(inner):
         return torch.einsum("bixy,ioxy->boxy", x, w)
 
     torch.testing.assert_close(realify.compile(f, inner=inner)(x, w), f(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_per_input_layouts_in_decompose():
+    # one layout per input: pairs for the first, planes for the second, same values
+    a, b = torch.randn(5, dtype=torch.complex64), torch.randn(5, dtype=torch.complex64)
+    gm = realify.decompose(lambda a, b: a * b + a, [a, b], inputs=["interleaved", "planar"], outputs="interleaved")
+    (out,) = gm(torch.view_as_real(a), torch.stack([b.real, b.imag]))
+    torch.testing.assert_close(torch.view_as_complex(out), a * b + a)
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        realify.decompose(lambda a, b: a * b, [a, b], inputs=["complex", "planar"])
+    with pytest.raises(ValueError, match="2 input layouts for 1 inputs"):
+        realify.decompose(lambda a: a * 2, [a], inputs=["planar", "planar"])
