@@ -84,7 +84,7 @@ def to_onnx(
 
 def fft_c2c(x, dim: Sequence[int], normalization: int, forward: bool):
     """realify::fft_c2c -> DFT over each dim of the ``(*shape, 2)`` pairs (DFT's own complex
-    layout), then the scale.
+    layout), then the scale; the result split into planar (re, im).
 
     X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) per dim; ONNX's inverse DFT has the
     1/N of each dim built in, so the inverse result is multiplied by n * scale."""
@@ -92,12 +92,12 @@ def fft_c2c(x, dim: Sequence[int], normalization: int, forward: bool):
     z = x
     for d in dims:
         z = op.DFT(z, None, _axis(d), inverse=0 if forward else 1, onesided=0)
-    return _normalize(z, _length(x, dims), normalization, inverse=not forward)
+    return _unstack(_normalize(z, _length(x, dims), normalization, inverse=not forward))
 
 
 def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
     """realify::fft_r2c -> a real DFT on the last dim (onesided: bins 0 .. N//2), then full
-    DFTs on the other dims; the result is ``(*shape, 2)`` pairs.
+    DFTs on the other dims; the result split into planar (re, im).
 
     X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); scale = 1, 1/sqrt(n), 1/n for codes 0/1/2."""
     dims = _wrapped(x, dim)
@@ -106,7 +106,7 @@ def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
     z = op.DFT(z, None, _axis(dims[-1]), inverse=0, onesided=1 if onesided else 0)
     for d in dims[:-1]:
         z = op.DFT(z, None, _axis(d), inverse=0, onesided=0)
-    return _normalize(z, n, normalization, inverse=False)
+    return _unstack(_normalize(z, n, normalization, inverse=False))
 
 
 def fft_c2r(x, dim: Sequence[int], normalization: int, last_dim_size: int):
@@ -182,6 +182,12 @@ def _ints(values: list[int]):
 
 def _axis(d: int):
     return op.Constant(value_int=d)  # DFT-20's axis: a scalar int64 input
+
+
+def _unstack(z):
+    """``(*shape, 2)`` pairs -> the planar (re, im) outputs of the realify:: FFT ops."""
+    re, im = op.Split(z, axis=-1, num_outputs=2)
+    return op.Squeeze(re, _ints([-1])), op.Squeeze(im, _ints([-1]))
 
 
 def _length(x, dims: Sequence[int]):

@@ -2,13 +2,16 @@
 
 A real-only graph still needs FFTs. These ops take and return real tensors, so a graph
 holding them has no complex dtype anywhere, and a real-only compiler sees them as opaque
-(extern) kernels. A complex operand is one real ``(..., 2)`` tensor of (re, im) pairs, the
-``torch.view_as_real`` layout that the FFT libraries read and write natively, so no op copies
-its operands into another layout: the compiler writes an FFT's input pairs straight from the
-kernel that computes them, and reads the parts of its output where it needs them.
+(extern) kernels. A complex *input* is one real ``(..., 2)`` tensor of (re, im) pairs, the
+``torch.view_as_real`` layout that the FFT libraries read natively: the kernel that computes
+it writes the pairs directly (stride-2 stores keep the kernel vectorized). A complex *output*
+comes back planar, as contiguous real and imaginary parts: consumers of an FFT are often
+heavy pointwise kernels (an STFT mask's abs, angle and exp), and a stride-2 load of pairs
+would make Inductor's CPU code run the whole fused kernel as a scalar loop (the STFT mask
+model's training step: 57 ms planar against 76 ms reading pairs).
 
-- ``realify::fft_c2c(x, dim, normalization, forward) -> pairs``           (aten._fft_c2c)
-- ``realify::fft_r2c(x, dim, normalization, onesided) -> pairs``          (aten._fft_r2c)
+- ``realify::fft_c2c(x, dim, normalization, forward) -> (re, im)``        (aten._fft_c2c)
+- ``realify::fft_r2c(x, dim, normalization, onesided) -> (re, im)``       (aten._fft_r2c)
 - ``realify::fft_c2r(x, dim, normalization, last_dim_size) -> real``      (aten._fft_c2r)
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
 
@@ -46,6 +49,18 @@ def _to_pairs(z: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(z).contiguous()
 
 
+def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Contiguous real and imaginary parts of a complex result (fresh copies: custom op
+    outputs may not alias each other)."""
+    parts = torch.view_as_real(z)
+    return (parts[..., 0].clone(memory_format=torch.contiguous_format),
+            parts[..., 1].clone(memory_format=torch.contiguous_format))
+
+
+def _pair(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    return torch.stack([re, im], dim=-1)
+
+
 def _wrap(ndim: int, dim: Sequence[int]) -> list[int]:
     # the aten primitives expect non-negative dims (torch.fft.* wraps them before lowering)
     return [d % ndim for d in dim]
@@ -64,25 +79,27 @@ def _onesided_size(n):
 
 
 @torch.library.custom_op("realify::fft_c2c", mutates_args=())
-def fft_c2c(x: torch.Tensor, dim: list[int], normalization: int, forward: bool) -> torch.Tensor:
+def fft_c2c(x: torch.Tensor, dim: list[int], normalization: int,
+            forward: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) over each dim in ``dim``
     z = torch.view_as_complex(_as_pairs(x))
-    return _to_pairs(aten._fft_c2c.default(z, _wrap(z.dim(), dim), normalization, forward))
+    return _split(aten._fft_c2c.default(z, _wrap(z.dim(), dim), normalization, forward))
 
 
 @fft_c2c.register_fake
 def _(x, dim, normalization, forward):
-    return x.new_empty(x.shape)
+    return x.new_empty(x.shape[:-1]), x.new_empty(x.shape[:-1])
 
 
 def _c2c_setup(ctx, inputs, output):
     _, ctx.dim, ctx.normalization, ctx.forward = inputs
 
 
-def _c2c_backward(ctx, grad):
+def _c2c_backward(ctx, grad_re, grad_im):
     # y = s F x is C-linear with F symmetric, so grad_x = conj(s F)^T grad_y = s conj(F) grad_y:
     # the transform in the other direction with the same (real) normalization.
-    return fft_c2c(grad, ctx.dim, ctx.normalization, not ctx.forward), None, None, None
+    g = fft_c2c(_pair(grad_re, grad_im), ctx.dim, ctx.normalization, not ctx.forward)
+    return _pair(*g), None, None, None
 
 
 fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
@@ -92,9 +109,10 @@ fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
 
 
 @torch.library.custom_op("realify::fft_r2c", mutates_args=())
-def fft_r2c(x: torch.Tensor, dim: list[int], normalization: int, onesided: bool) -> torch.Tensor:
+def fft_r2c(x: torch.Tensor, dim: list[int], normalization: int,
+            onesided: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); onesided keeps k = 0 .. N//2 of the last dim
-    return _to_pairs(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
+    return _split(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
 
 
 @fft_r2c.register_fake
@@ -103,7 +121,7 @@ def _(x, dim, normalization, onesided):
     if onesided:
         last = _last(x.dim(), dim)
         shape[last] = _onesided_size(shape[last])
-    return x.new_empty([*shape, 2])
+    return x.new_empty(shape), x.new_empty(shape)
 
 
 def _r2c_setup(ctx, inputs, output):
@@ -111,16 +129,18 @@ def _r2c_setup(ctx, inputs, output):
     ctx.last_size = x.shape[_last(x.dim(), ctx.dim)]
 
 
-def _r2c_backward(ctx, grad):
+def _r2c_backward(ctx, grad_re, grad_im):
     # Onesided r2c is the full c2c of a real signal with bins N//2+1 .. N-1 dropped, so its
     # adjoint zero-pads the gradient back to N bins, runs the backward c2c and keeps the real
     # part (the input is real).
+    grad = _pair(grad_re, grad_im)
     if ctx.onesided:
         last = _last(grad.dim() - 1, ctx.dim)
         missing = ctx.last_size - grad.shape[last]
         pad = [0, 0] * (grad.dim() - 1 - last) + [0, missing]  # the pair dim is not padded
         grad = torch.nn.functional.pad(grad, pad)
-    return fft_c2c(grad, ctx.dim, ctx.normalization, False)[..., 0], None, None, None
+    g_re, _ = fft_c2c(grad, ctx.dim, ctx.normalization, False)
+    return g_re, None, None, None
 
 
 fft_r2c.register_autograd(_r2c_backward, setup_context=_r2c_setup)
@@ -154,7 +174,7 @@ def _c2r_backward(ctx, grad):
     # Adjoint: forward r2c of the (real) gradient, then accumulate the mirrored half onto the
     # bins it came from: bins 1 .. N - (N//2 + 1) appear twice in the full spectrum, so their
     # gradient doubles (bin 0, and bin N/2 for even N, are their own mirror images).
-    g = fft_r2c(grad, ctx.dim, ctx.normalization, True)
+    g = _pair(*fft_r2c(grad, ctx.dim, ctx.normalization, True))
     last = _last(grad.dim(), ctx.dim)
     full, half = grad.shape[last], g.shape[last]
     index = torch.arange(half, device=grad.device)

@@ -2,8 +2,9 @@
 
 fft/ifft/fftn/hfft/... become ``_fft_c2c`` / ``_fft_r2c`` / ``_fft_c2r`` plus shape ops,
 conjugation and scaling (which have their own rules), so these three rules cover the family.
-Each one runs a custom op of :mod:`realify.ops` on (re, im) pairs: the real graph keeps one
-opaque FFT node per transform, differentiable through the ops' own real adjoints.
+Each one runs a custom op of :mod:`realify.ops` (complex inputs as (re, im) pairs, outputs
+planar): the real graph keeps one opaque FFT node per transform, differentiable through the
+ops' own real adjoints.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ def _pairs(self) -> torch.Tensor:
 @register(aten._fft_c2c.default)
 def fft_c2c(self, dim, normalization, forward):
     # X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N), on (re, im) pairs by realify::fft_c2c
-    return ComplexTensor.from_pairs(ops.fft_c2c(_pairs(self), list(dim), normalization, forward))
+    return ComplexTensor(*ops.fft_c2c(_pairs(self), list(dim), normalization, forward))
 
 
 @register(aten._fft_r2c.default)
 def fft_r2c(self, dim, normalization, onesided):
     # real x -> X[k] = scale * sum_n x[n] exp(-2 pi i k n / N), k = 0 .. N//2 when onesided
-    return ComplexTensor.from_pairs(ops.fft_r2c(self, list(dim), normalization, onesided))
+    return ComplexTensor(*ops.fft_r2c(self, list(dim), normalization, onesided))
 
 
 @register(aten._fft_c2r.default)
