@@ -35,6 +35,18 @@ def parts(x: Any, dtype: torch.dtype | None = None) -> tuple[Part, Part]:
     return re, im
 
 
+def pairs_of(x: Any) -> torch.Tensor:
+    """x as one real ``(..., 2)`` tensor of (re, im) pairs: the pairs it still views where
+    known (``ComplexTensor.known_pairs``, no copy), else one stack of its parts (which the
+    compiler fuses into the kernel that computes them)."""
+    x = as_complex_tensor(x)
+    known = x.known_pairs() if isinstance(x, ComplexTensor) else None
+    if known is not None:
+        return known
+    re, im = parts(x)
+    return torch.stack([re, torch.zeros_like(re) if im is None else im], dim=-1)
+
+
 def _cast(p: Part, dtype: torch.dtype) -> Part:
     if isinstance(p, torch.Tensor) and p.dtype != dtype:
         return p.to(dtype)

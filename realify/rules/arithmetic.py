@@ -11,7 +11,7 @@ import torch
 
 from . import register
 from ._algebra import cdiv, cmul, padd, pmul, pneg, psub
-from ._planar import complex_like, parts, result_dtype
+from ._planar import complex_like, pairs_of, parts, result_dtype
 from .. import config
 from .._dtypes import real_dtype
 from ..ops import cmul_pairs
@@ -65,7 +65,7 @@ def rsub(self, other, *, alpha=None):
 def mul(self, other):
     # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
     if _on_pairs(self, other):
-        return ComplexTensor.from_pairs(cmul_pairs(_pairs(self), _pairs(other), False, False))
+        return ComplexTensor.from_pairs(cmul_pairs(pairs_of(self), pairs_of(other), False, False))
     dtype, (a, b) = _operands(self, other)
     return complex_like(*cmul(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
 
@@ -78,11 +78,6 @@ def _on_pairs(a, b) -> bool:
     return (config.interleaved_products and isinstance(a, ComplexTensor) and isinstance(b, ComplexTensor)
             and (a.known_pairs() is not None or b.known_pairs() is not None)
             and a.re.dtype == b.re.dtype and a.re.dtype in (torch.float32, torch.float64))
-
-
-def _pairs(z: ComplexTensor) -> torch.Tensor:
-    pairs = z.known_pairs()
-    return pairs if pairs is not None else torch.stack([z.re, z.im], dim=-1)
 
 
 @register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)

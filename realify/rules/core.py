@@ -7,7 +7,7 @@ import builtins
 import torch
 
 from . import register
-from ._planar import complex_like, make_complex, parts, partwise
+from ._planar import complex_like, make_complex, pairs_of, parts, partwise
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
 
@@ -98,10 +98,7 @@ def complex(real, imag):
 @register(aten.view_as_real.default, aten.view_as_real_copy.default)
 def view_as_real(self):
     # (..., ) complex -> (..., 2) real, interleaved (the pairs themselves where known)
-    if isinstance(self, ComplexTensor) and self.known_pairs() is not None:
-        return self.known_pairs()
-    re, im = parts(self)
-    return torch.stack([re, im], dim=-1)
+    return pairs_of(self)
 
 
 @register(aten.view_as_complex.default, aten.view_as_complex_copy.default)
