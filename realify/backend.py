@@ -158,9 +158,9 @@ def _resolve_inner(inner: Inner, options: dict) -> Callable:
     if inner == "eager":
         return lambda gm, example_inputs: gm.forward
     if inner == "inductor":
-        from torch._inductor.compile_fx import compile_fx
+        from .inductor_passes import inductor_compiler
 
-        return functools.partial(compile_fx, config_patches=options) if options else compile_fx
+        return inductor_compiler(options)
     from torch._dynamo.backends.registry import lookup_backend
 
     backend = lookup_backend(inner)

@@ -30,7 +30,7 @@ import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode, unset_fake_temporarily
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_symbols
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_leaves
@@ -135,6 +135,14 @@ def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
     return x
 
 
+def _symbolic(inputs: list[Any]) -> bool:
+    """Whether any input has symbolic sizes (dynamic shapes, or dynamo's automatic dynamic
+    recompile after a size changed). Such traces need the Python dispatcher, as AOTAutograd
+    uses: some C++ kernels read concrete sizes or offsets (a complex slice's
+    ``storage_offset()``, ``constant_pad_nd``'s pads) and raise on symbolic ones."""
+    return any(isinstance(x, torch.Tensor) and free_symbols(x) for x in inputs)
+
+
 def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphModule, Signature]:
     holder: dict[str, Any] = {}
 
@@ -151,7 +159,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
             )(*fake_inputs)
 
     try:
-        traced = trace(python_dispatcher=False)
+        traced = trace(python_dispatcher=_symbolic(fake_inputs))
     except DataDependentOutputException:
         # a C++ composite read a tensor value (istft's window check): with the Python
         # dispatcher it runs its Python decomposition instead, which traces (as dynamo does).
@@ -266,7 +274,7 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
             return user
         return user + [_leave(o, signature.output_layout) for o in mutated]
 
-    with fx_traceback.preserve_node_meta():
+    with fx_traceback.preserve_node_meta(), (enable_python_dispatcher() if _symbolic(boundary_inputs) else nullcontext()):
         planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
     if signature.input_layout == "complex":
         signature.mutated_inputs = []

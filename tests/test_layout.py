@@ -60,6 +60,51 @@ def test_rotary_runs_on_pairs_and_matches_eager(interleaved):
     assert ("realify.cmul_pairs.default" in ops) == interleaved
 
 
+def _rotary_with_trainable_freqs(q, k, angles):
+    # the frequency table differentiable too, so the backward needs every conj flag:
+    # grad q = g * conj(f) and grad f = sum(g * conj(q))
+    return apply_rotary_emb(q, k, torch.polar(torch.ones_like(angles), angles))
+
+
+def test_pair_products_lowered_to_aten_in_inductor(recwarn):
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 2, 16, requires_grad=True)
+    k = torch.randn(2, 8, 2, 16, requires_grad=True)
+    angles = torch.randn(8, 8, requires_grad=True)
+    compiled = realify.compile(_rotary_with_trainable_freqs)
+
+    def step(fn):
+        oq, ok = fn(q, k, angles)
+        (oq.square().sum() + ok.sin().sum()).backward()
+        grads = tuple(t.grad.clone() for t in (q, k, angles))
+        q.grad = k.grad = angles.grad = None
+        return (oq.detach(), ok.detach()) + grads
+
+    got, code = run_and_get_code(step, compiled)
+    for g, e in zip(got, step(_rotary_with_trainable_freqs)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    # forward and backward call ATen's complex kernel directly, no Python custom op
+    assert len(code) == 2
+    assert all("aten.mul.Tensor" in c and "cmul_pairs" not in c for c in code)
+    assert "conj_physical" in code[1]
+    assert not [w for w in recwarn if "complex operators" in str(w.message)]
+
+
+def test_pair_products_lowering_keeps_user_passes():
+    seen = []
+
+    def user_pass(graph):
+        seen.append(sum(1 for n in graph.nodes if n.target is torch.ops.realify.cmul_pairs.default))
+
+    q, k, freqs = torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8), rotary_freqs(4, 8)
+    out = realify.compile(apply_rotary_emb, inner_options={"post_grad_custom_post_pass": user_pass})(q, k, freqs)
+    for g, e in zip(out, apply_rotary_emb(q, k, freqs)):
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+    assert seen == [2]  # the user's pass runs first and sees realify's op
+
+
 @pytest.mark.parametrize("size", [8, SMALL_INPUT + 1])
 def test_boundary_layout_by_input_size(size):
     # small complex inputs enter as their own (re, im) pairs (a free view); larger ones are
