@@ -37,7 +37,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         return inner_fn(gm, list(example_inputs))
     strict = config.strict if strict is None else strict
     trace_inputs = _trace_inputs(gm, example_inputs)
-    layouts = [_boundary_layout(x, _reads_storage(gm)) for x in trace_inputs]
+    all_pairs = inner == "inductor" or _reads_storage(gm)
+    layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict))
@@ -84,20 +85,26 @@ class _Runtime:
         return tree_unflatten(user, sig.out_spec)
 
 
-# Complex inputs up to this many elements enter as their own interleaved (re, im) pairs, a
-# free view: splitting them into planes costs a fixed ~40 us per input per call (the rotary
-# embedding's 512 x 32 frequency table: a third of the call), more than the stride-2 loads
-# of so little data in the kernels that read them. Larger inputs are split once, planar.
+# Where a complex input enters the real graph as its own interleaved (re, im) pairs (a free
+# view_as_real) rather than split into planes (one copy pass per call, torch.stack):
+# - under Inductor, every input. Inductor's kernels read the pairs with vectorized gathered
+#   loads (realify.inductor_passes.VECTORIZE_PAIRS), so the first kernel that reads an input
+#   deinterleaves it for free: the GEMM operand split with its Gauss sum Ar + Ai took
+#   0.41-0.60 ms per 2^20 elements fused, against 0.7-1.5 ms for the stack alone; the docs
+#   chain ran 26.1-26.5 ms single-threaded from pairs, 27.4-28.3 ms from planes; FFT ops
+#   read pairs natively.
+# - for other inner compilers, inputs up to SMALL_INPUT elements: splitting costs a fixed
+#   ~40 us per input per call (the rotary frequency table: a third of the call), more than
+#   stride-2 loads of so little data; larger inputs are split once, planar.
+# - every input of a graph that reads storage directly (as_strided): a view of the input's
+#   own storage keeps its offsets, where a planar copy would not.
 SMALL_INPUT = 1 << 14
 
 
-def _boundary_layout(x: Any, reads_storage: bool) -> str:
-    """"interleaved" for small complex inputs, and for every input of a graph that reads
-    storage directly (``as_strided``): a view of the input's own storage keeps its offsets,
-    where a planar copy would not; "planar" otherwise."""
+def _boundary_layout(x: Any, all_pairs: bool) -> str:
     if not (isinstance(x, torch.Tensor) and x.dtype.is_complex) or x.dtype == torch.complex32:
         return "planar"
-    return "interleaved" if reads_storage or _static_numel_at_most(x, SMALL_INPUT) else "planar"
+    return "interleaved" if all_pairs or _static_numel_at_most(x, SMALL_INPUT) else "planar"
 
 
 def _reads_storage(gm: fx.GraphModule) -> bool:

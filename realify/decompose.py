@@ -244,7 +244,7 @@ def _enter(x: Any, is_complex: bool, layout: Layout) -> Any:
     if layout == "planar":
         return ComplexTensor(x[0], x[1])
     if layout == "interleaved":
-        return ComplexTensor.from_pairs(x)
+        return ComplexTensor.from_pairs(x, multiply_as_pairs=False)
     # real/imag (not view_as_real) so that a conj- or neg-view input works at run time too
     return ComplexTensor(torch.real(x), torch.imag(x))
 

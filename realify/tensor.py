@@ -22,8 +22,14 @@ class ComplexTensor(torch.Tensor):
     re: torch.Tensor
     im: torch.Tensor
     # the real (..., 2) tensor whose [..., 0] and [..., 1] are re and im, where known (a
-    # view_as_complex input): products can then run on the interleaved pairs (realify.ops)
+    # view_as_complex result, an input that entered interleaved): FFTs and view_as_real use
+    # the pairs without a copy
     pairs: torch.Tensor | None = None
+    # whether products with this value run on its pairs (realify::cmul_pairs, ATen's complex
+    # kernel) rather than as planar arithmetic: true for what the program itself made with
+    # view_as_complex (rotary embeddings: pairs in, product, view_as_real out), false for
+    # boundary inputs, whose products usually feed more arithmetic that a compiler fuses
+    multiply_as_pairs: bool = False
 
     @staticmethod
     def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
@@ -62,11 +68,12 @@ class ComplexTensor(torch.Tensor):
         super().__init__()
 
     @staticmethod
-    def from_pairs(pairs: torch.Tensor) -> "ComplexTensor":
+    def from_pairs(pairs: torch.Tensor, multiply_as_pairs: bool = True) -> "ComplexTensor":
         """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
         tensor, remembering ``pairs`` (no copy)."""
         z = ComplexTensor(pairs[..., 0], pairs[..., 1])
         z.pairs = pairs
+        z.multiply_as_pairs = multiply_as_pairs
         return z
 
     # ---- conversion -------------------------------------------------------------------

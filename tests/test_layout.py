@@ -107,8 +107,9 @@ def test_pair_products_lowering_keeps_user_passes():
 
 @pytest.mark.parametrize("size", [8, SMALL_INPUT + 1])
 def test_boundary_layout_by_input_size(size):
-    # small complex inputs enter as their own (re, im) pairs (a free view); larger ones are
-    # split into planes once, and their product is planar real arithmetic
+    # for inner compilers other than Inductor, small complex inputs enter as their own
+    # (re, im) pairs (a free view) and larger ones are split into planes once; either way a
+    # product of inputs is planar real arithmetic (pairs products are for view_as_complex)
     torch._dynamo.reset()  # static shapes: no automatic dynamic from an earlier size
     rec = RecordingInner()
     a, b = torch.randn(size, dtype=torch.complex64), torch.randn(size, dtype=torch.complex64)
@@ -116,9 +117,25 @@ def test_boundary_layout_by_input_size(size):
     torch.testing.assert_close(out, a * b)
     (forward,) = [gm for kind, gm in rec.graphs if kind == "forward"]
     shapes = [tuple(n.meta["val"].shape) for n in forward.graph.nodes if n.op == "placeholder"]
-    small = size <= SMALL_INPUT
-    assert shapes == ([(size, 2)] * 2 if small else [(2, size)] * 2)
-    assert ("realify.cmul_pairs.default" in _targets(forward)) == small
+    assert shapes == ([(size, 2)] * 2 if size <= SMALL_INPUT else [(2, size)] * 2)
+    assert "realify.cmul_pairs.default" not in _targets(forward)
+
+
+def test_inductor_takes_every_complex_input_as_pairs():
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    a, b = (torch.randn(SMALL_INPUT + 1, dtype=torch.complex64) for _ in range(2))
+
+    def f(a, b):
+        return torch.cos(a * b) + a
+
+    out, (code,) = run_and_get_code(realify.compile(f), a, b)
+    torch.testing.assert_close(out, f(a, b), rtol=1e-5, atol=1e-5)
+    # no split copy at the boundary: both inputs reach the kernel as (n, 2) pairs, and the
+    # product is fused into it rather than called as a pairs product
+    assert f"assert_size_stride(arg0_1, ({SMALL_INPUT + 1}, 2), (2, 1)" in code
+    assert "cmul_pairs" not in code and "aten.mul" not in code
 
 
 @pytest.mark.parametrize("inner", ["eager", "inductor"])

@@ -176,7 +176,7 @@ def _keeping_pairs(op: OpOverload, rule: Callable) -> Callable:
         pairs = self.known_pairs() if isinstance(self, ComplexTensor) else None
         if pairs is None:
             return rule(self, *args, **kwargs)
-        return ComplexTensor.from_pairs(pair_view(pairs, self.dim(), *args, **kwargs))
+        return ComplexTensor.from_pairs(pair_view(pairs, self.dim(), *args, **kwargs), self.multiply_as_pairs)
 
     keep_pairs.__name__ = f"pairs_{op}"
     return keep_pairs
