@@ -210,3 +210,20 @@ def test_per_input_layouts_in_decompose():
         realify.decompose(lambda a, b: a * b, [a, b], inputs=["complex", "planar"])
     with pytest.raises(ValueError, match="2 input layouts for 1 inputs"):
         realify.decompose(lambda a: a * 2, [a], inputs=["planar", "planar"])
+
+
+@pytest.mark.parametrize("user_value", [None, True])
+def test_kernels_reading_pairs_are_vectorized(user_value):
+    # every input enters as (re, im) pairs; Inductor's tiling heuristic would run the loop
+    # that gathers them as scalar code (scalar libm atan2/hypot), realify turns it off unless
+    # the caller set it
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    z = torch.randn(4096, dtype=torch.complex64)
+    options = {} if user_value is None else {"cpp.enable_tiling_heuristics": user_value}
+    f = realify.compile(lambda z: torch.angle(z) + z.abs(), inner_options=options)
+    out, (code,) = run_and_get_code(f, z)
+    torch.testing.assert_close(out, torch.angle(z) + z.abs(), rtol=1e-6, atol=1e-6)
+    vectorized = ".atan2(" in code and "std::atan2(" not in code
+    assert vectorized == (user_value is None)
