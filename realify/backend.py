@@ -88,7 +88,7 @@ class _Runtime:
 # Where a complex input enters the real graph as its own interleaved (re, im) pairs (a free
 # view_as_real) rather than split into planes (one copy pass per call, torch.stack):
 # - under Inductor, every input. Inductor's kernels read the pairs with vectorized gathered
-#   loads (realify.inductor_passes.VECTORIZE_PAIRS), so the first kernel that reads an input
+#   loads (realify.inductor.VECTORIZE_PAIRS), so the first kernel that reads an input
 #   deinterleaves it for free: the GEMM operand split with its Gauss sum Ar + Ai took
 #   0.41-0.60 ms per 2^20 elements fused, against 0.7-1.5 ms for the stack alone; the docs
 #   chain ran 26.1-26.5 ms single-threaded from pairs, 27.4-28.3 ms from planes; FFT ops
@@ -165,7 +165,7 @@ def _resolve_inner(inner: Inner, options: dict) -> Callable:
     if inner == "eager":
         return lambda gm, example_inputs: gm.forward
     if inner == "inductor":
-        from .inductor_passes import inductor_compiler
+        from .inductor import inductor_compiler
 
         return inductor_compiler(options)
     from torch._dynamo.backends.registry import lookup_backend

@@ -227,3 +227,20 @@ def test_kernels_reading_pairs_are_vectorized(user_value):
     torch.testing.assert_close(out, torch.angle(z) + z.abs(), rtol=1e-6, atol=1e-6)
     vectorized = ".atan2(" in code and "std::atan2(" not in code
     assert vectorized == (user_value is None)
+
+
+def test_istft_overlap_add_runs_as_aten():
+    # istft's overlap-add is unfold_backward; Inductor's decomposition would make it an atomic
+    # scatter-add, realify keeps ATen's kernel
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    window = torch.hann_window(64)
+    spec = torch.stft(torch.randn(2, 1000), 64, 16, window=window, return_complex=True)
+
+    def f(spec):
+        return torch.istft(spec * 0.5, 64, 16, window=window, length=1000)
+
+    out, (code,) = run_and_get_code(realify.compile(f), spec)
+    torch.testing.assert_close(out, f(spec), rtol=1e-5, atol=1e-5)
+    assert "aten.unfold_backward.default(" in code and "atomic_add" not in code
