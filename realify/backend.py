@@ -90,7 +90,7 @@ class _Runtime:
 # - under Inductor, every input. Inductor's kernels read the pairs with vectorized gathered
 #   loads (realify.inductor.VECTORIZE_PAIRS), so the first kernel that reads an input
 #   deinterleaves it for free: the GEMM operand split with its Gauss sum Ar + Ai took
-#   0.41-0.60 ms per 2^20 elements fused, against 0.7-1.5 ms for the stack alone; the docs
+#   0.41-0.62 ms per 2^20 elements fused, against 0.7-1.5 ms for the stack alone; the docs
 #   chain ran 26.1-26.5 ms single-threaded from pairs, 27.4-28.3 ms from planes; FFT ops
 #   read pairs natively.
 # - for other inner compilers, inputs up to SMALL_INPUT elements: splitting costs a fixed
