@@ -3,7 +3,8 @@ change and one decomposition left out, each changing how a real graph runs, neve
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
    (re, im) pairs stay vectorized.
-2. ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it.
+2. ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it,
+   through an ATen-fallback lowering registered explicitly.
 3. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
 
 About the third: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
@@ -108,6 +109,25 @@ VECTORIZE_PAIRS = {"cpp.enable_tiling_heuristics": False}
 KEEP_AS_ATEN = (torch.ops.aten.unfold_backward.default,)
 
 
+def _register_aten_fallbacks() -> None:
+    """Give each op of :data:`KEEP_AS_ATEN` Inductor's ATen-fallback lowering, explicitly.
+
+    Left to Inductor, an op that reaches it undecomposed gets an implicit fallback, which
+    raises ``make_fallback(...): a decomposition exists`` whenever the ``CI`` environment
+    variable is set (a check meant for PyTorch's own CI); registering it here, without that
+    check, is what the implicit path does otherwise. It changes nothing for other programs:
+    their decomposition tables still decompose these ops before Inductor lowers anything.
+    Inputs are made contiguous, the layout Inductor's implicit fallback asks of ATen ops in
+    a backward graph; the values reaching these ops come out of Inductor's own kernels,
+    contiguous already."""
+    from torch._inductor import lowering
+
+    for op in KEEP_AS_ATEN:
+        if op not in lowering.lowerings:
+            lowering.make_fallback(op, layout_constraint=lowering.require_contiguous, warn=False,
+                                   override_decomp=True)
+
+
 def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     """Inductor's ``compile_fx`` for realify's real graphs, forward and backward alike:
     realify's post-grad pass after any the caller set, :data:`VECTORIZE_PAIRS` unless the
@@ -115,6 +135,7 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._inductor.decomposition import select_decomp_table
 
+    _register_aten_fallbacks()
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
     patches = {**VECTORIZE_PAIRS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen()]}
     decompositions = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
