@@ -37,7 +37,8 @@ def test_runner_rows_are_timed_and_checked_against_eager():
     assert real.max_rel_err is not None and real.max_rel_err <= real.rtol
     assert real.graphs == 1 and real.graph_breaks == 0
     assert real.repeat == 3 and 0 < real.min_ms <= real.median_ms <= real.max_ms
-    assert real.compile_s > 0 and real.speedup > 0
+    assert real.compile_s > 0 and real.eager_paired_ms > 0 and eager.eager_paired_ms is None
+    assert real.speedup == pytest.approx(real.eager_paired_ms / real.median_ms)
     table = report.format_table(rows)
     assert "docs-chain fwd" in table and "realify-eager" in table and "max rel err" in table
 

@@ -13,7 +13,9 @@ import torch
 
 from .runner import Row
 
-COLUMNS = ("workload", "mode", "median ms", "min–max ms", "vs eager", "compile s", "max rel err", "status")
+# "eager ms" is eager's median over the calls that alternated with this mode's; "vs eager" is
+# the ratio of that median to this mode's (for the eager row itself, its own median)
+COLUMNS = ("workload", "mode", "median ms", "min–max ms", "eager ms", "vs eager", "compile s", "max rel err", "status")
 
 
 def machine() -> dict[str, Any]:
@@ -71,6 +73,7 @@ def cells(row: Row, max_status: int | None = 70) -> list[str]:
         row.mode,
         _ms(row.median_ms),
         spread,
+        _ms(row.median_ms if row.mode == "eager" else row.eager_paired_ms),
         "–" if row.speedup is None else f"{row.speedup:.2f}x",
         _compile(row),
         _num(row.max_rel_err, ".1e") if row.mode != "eager" else "ref",
@@ -86,7 +89,7 @@ def format_table(rows: Sequence[Row], *, markdown: bool = False, max_status: int
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in line) + " |" for line in body]
         return "\n".join(lines)
     widths = [max(len(h), *(len(line[i]) for line in body)) if body else len(h) for i, h in enumerate(COLUMNS)]
-    right = {2, 3, 4, 5, 6}
+    right = {2, 3, 4, 5, 6, 7}
 
     def fmt(line: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()

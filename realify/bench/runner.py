@@ -10,6 +10,12 @@ parameters and data. One mode at a time:
 3. ``warmup`` further calls are discarded, then ``repeat`` calls are timed one by one:
    median, min and max are reported.
 
+The speedup of a compiled mode is measured side by side: each of its timed calls alternates
+with a call of eager PyTorch on its own fresh copy of the model and inputs, and the speedup is
+the ratio of the two medians. A machine whose speed drifts over minutes (shared VMs, thermal
+limits) then moves both medians together, where a ratio of medians taken minutes apart would
+carry the drift.
+
 A timed call is the whole call a user makes: complex inputs in, complex outputs out (layout
 conversion at the boundary included). A training call is ``loss = f(*inputs)``,
 ``loss.backward()`` and, for modules, an SGD step; forward calls run under ``torch.no_grad``.
@@ -102,7 +108,8 @@ class Row:
     repeat: int = 0
     compile_s: float | None = None  # first call (compilation + one run)
     decompose_s: float | None = None  # realify's share of compile_s (the rest is Inductor's)
-    speedup: float | None = None  # eager median / this median
+    speedup: float | None = None  # eager median / this median (eager_paired_ms when measured)
+    eager_paired_ms: float | None = None  # eager's median over calls alternating with this mode's
     max_rel_err: float | None = None  # normwise, worst output/gradient, vs eager
     rtol: float | None = None
     graphs: int | None = None  # graphs dynamo compiled
@@ -187,8 +194,9 @@ def run(cases: Sequence[Case], *, size: str = "small", modes: Sequence[str] = DE
                 reference, eager_ms = result, row.median_ms
             elif reference is None and row.status != "failed":
                 row.notes.append("no eager reference")
-            if row.median_ms and eager_ms:
-                row.speedup = eager_ms / row.median_ms
+            baseline = row.eager_paired_ms or eager_ms
+            if row.median_ms and baseline:
+                row.speedup = baseline / row.median_ms
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -228,16 +236,22 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
                 row.max_rel_err = max_rel_err(result, reference)
                 if not row.max_rel_err <= w.rtol:
                     row.status = "wrong"
+            eager_step = None
+            if mode.compiled:
+                eager_fn, eager_inputs = w.make(size, case.train, device=device, seed=seed)
+                eager_step = _step(eager_fn, eager_fn, eager_inputs, case.train)
             for _ in range(warmup):
                 step()
-            times = []
+                if eager_step is not None:
+                    eager_step()
+            times, eager_times = [], []
             for _ in range(repeat):
-                sync()
-                t0 = time.perf_counter()
-                step()
-                sync()
-                times.append((time.perf_counter() - t0) * 1e3)
+                times.append(_timed(step, sync))
+                if eager_step is not None:
+                    eager_times.append(_timed(eager_step, sync))
             row.median_ms, row.min_ms, row.max_ms = statistics.median(times), min(times), max(times)
+            if eager_times:
+                row.eager_paired_ms = statistics.median(eager_times)
             row.repeat = repeat
             if mode.compiled:
                 recompiled = int(counters["stats"]["unique_graphs"]) - row.graphs
@@ -251,6 +265,15 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
     row.notes.extend(captured.notes())
     torch._dynamo.reset()
     return row, result
+
+
+def _timed(call: Callable[[], Any], sync: Callable[[], None]) -> float:
+    """Milliseconds of one call."""
+    sync()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _step(call: Callable, fn: Any, inputs: tuple, train: bool) -> Callable[[], Any]:
