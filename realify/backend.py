@@ -37,7 +37,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         return inner_fn(gm, list(example_inputs))
     strict = config.strict if strict is None else strict
     trace_inputs = _trace_inputs(gm, example_inputs)
-    all_pairs = inner == "inductor" or _reads_storage(gm)
+    all_pairs = (inner == "inductor" and _inductor_reads_pairs_fast(inner_options)) or _reads_storage(gm)
     layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
@@ -87,8 +87,9 @@ class _Runtime:
 
 # Where a complex input enters the real graph as its own interleaved (re, im) pairs (a free
 # view_as_real) rather than split into planes (one copy pass per call, torch.stack):
-# - under Inductor, every input. Inductor's kernels read the pairs with vectorized gathered
-#   loads (realify.inductor.VECTORIZE_PAIRS), so the first kernel that reads an input
+# - under Inductor, every input, unless the caller turned Inductor's tiling heuristic back on
+#   (realify.inductor.reads_pairs_fast). Inductor's kernels read the pairs with vectorized
+#   gathered loads (realify.inductor.VECTORIZE_PAIRS), so the first kernel that reads an input
 #   deinterleaves it for free: the GEMM operand split with its Gauss sum Ar + Ai took
 #   0.41-0.62 ms per 2^20 elements fused, against 0.7-1.5 ms for the stack alone; the docs
 #   chain ran 26.1-26.5 ms single-threaded from pairs, 27.4-28.3 ms from planes; FFT ops
@@ -105,6 +106,12 @@ def _boundary_layout(x: Any, all_pairs: bool) -> str:
     if not (isinstance(x, torch.Tensor) and x.dtype.is_complex) or x.dtype == torch.complex32:
         return "planar"
     return "interleaved" if all_pairs or _static_numel_at_most(x, SMALL_INPUT) else "planar"
+
+
+def _inductor_reads_pairs_fast(options: dict) -> bool:
+    from .inductor import reads_pairs_fast  # imports Inductor: only when it is the inner compiler
+
+    return reads_pairs_fast(options)
 
 
 def _reads_storage(gm: fx.GraphModule) -> bool:

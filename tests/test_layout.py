@@ -132,6 +132,13 @@ def test_inductor_takes_every_complex_input_as_pairs():
 
     out, (code,) = run_and_get_code(realify.compile(f), a, b)
     torch.testing.assert_close(out, f(a, b), rtol=1e-5, atol=1e-5)
+    # with the tiling heuristic back on, Inductor would read pairs in scalar loops: large
+    # inputs are split into planes instead
+    torch._dynamo.reset()
+    options = {"cpp.enable_tiling_heuristics": True}
+    out, (planar,) = run_and_get_code(realify.compile(f, inner_options=options), a, b)
+    torch.testing.assert_close(out, f(a, b), rtol=1e-5, atol=1e-5)
+    assert f"assert_size_stride(arg0_1, (2, {SMALL_INPUT + 1}), ({SMALL_INPUT + 1}, 1)" in planar
     # no split copy at the boundary: both inputs reach the kernel as (n, 2) pairs, and the
     # product is fused into it rather than called as a pairs product
     assert f"assert_size_stride(arg0_1, ({SMALL_INPUT + 1}, 2), (2, 1)" in code
@@ -265,3 +272,47 @@ def test_aten_fallback_needs_no_implicit_fallback(tmp_path):
     env = {**os.environ, "CI": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
     run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def _gemm_operand_strides(code: str) -> list[tuple[int, ...]]:
+    """The strides of every buffer or input handed to an extern mm/bmm in Inductor's wrapper."""
+    import re
+
+    declared = {name: tuple(int(s) for s in strides.split(",") if s.strip())
+                for name, strides in re.findall(r"(buf\d+) = empty_strided_cpu\(\([^)]*\), \(([^)]*)\)", code)}
+    for name, reused in re.findall(r"(buf\d+) = (buf\d+); del buf\d+  # reuse", code):
+        declared[name] = declared.get(reused)
+    found = []
+    for args in re.findall(r"extern_kernels\.b?mm\((.*), out=", code):
+        for view_strides, name in re.findall(r"reinterpret_tensor\(\w+, \([^)]*\), \(([^)]*)\)|(buf\d+|arg\d+_\d+)", args):
+            if view_strides:
+                found.append(tuple(int(s) for s in view_strides.split(",") if s.strip()))
+            elif name in declared:
+                found.append(declared[name])
+    return found
+
+
+def test_gemm_operands_reach_blas_with_a_unit_stride():
+    # einsum's batch-major permute hands bmm weights with strides (1, 8192, 256); the post-grad
+    # pass makes them a computed value, which Inductor lays out contiguously for BLAS
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    x, w = torch.randn(2, 4, 6, 6, dtype=torch.complex64), torch.randn(4, 5, 6, 6, dtype=torch.complex64)
+
+    def contract(x, w):
+        return torch.einsum("bixy,ioxy->boxy", x, w)
+
+    out, (code,) = run_and_get_code(realify.compile(contract), x, w)
+    torch.testing.assert_close(out, contract(x, w), rtol=1e-5, atol=1e-5)
+    strides = _gemm_operand_strides(code)
+    assert len(strides) >= 6, code  # 3 real bmm, two operands each
+    assert all(1 in s[-2:] for s in strides), strides
+
+
+def test_exported_gemm_has_no_layout_copies():
+    # the BLAS layout is Inductor's business: an exported graph holds no x * 1 copies
+    x, w = torch.randn(2, 4, 6, 6, dtype=torch.complex64), torch.randn(4, 5, 6, 6, dtype=torch.complex64)
+    ep = realify.export(lambda x, w: torch.einsum("bixy,ioxy->boxy", x, w), (x, w))
+    muls = [n for n in ep.graph.nodes if n.target is torch.ops.aten.mul.Tensor and 1 in n.args[1:]]
+    assert not muls, [n.format_node() for n in muls]

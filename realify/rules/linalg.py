@@ -119,30 +119,7 @@ def _batched_mm_sum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 _batched_mm_sum.__name__ = "addbmm"
 
 
-def _unit_stride(x: torch.Tensor) -> torch.Tensor:
-    """x as a fresh value when neither its rows nor its columns are contiguous.
-
-    BLAS reads a matrix along a unit stride. For an operand with none (einsum's batch-major
-    permutes: the FNO weights as 256 matrices with strides (1, 8192, 256)), ATen's bmm copies
-    matrix by matrix: 2.5 ms per bmm there, against 0.3 ms for the same bmm after one copy.
-    Inductor makes such an operand contiguous only when it is computed in the graph: not for
-    a view of a graph input (each planar part is one), and ``contiguous()`` it lowers to a
-    copy in the input's own order. ``x * 1`` (exact for every value, signed zeros and nan
-    included) is a computed value with x's strides, which Inductor then lays out for BLAS."""
-    rows_strided = x.stride(-1) != 1 and x.shape[-1] > 1
-    cols_strided = x.stride(-2) != 1 and x.shape[-2] > 1
-    return x * 1 if rows_strided and cols_strided else x
-
-
-def _gemm(product: RealProduct) -> RealProduct:
-    def gemm(x, y):
-        return product(_unit_stride(x), _unit_stride(y))
-
-    gemm.__name__ = product.__name__
-    return gemm
-
-
-mm, bmm = _gemm(torch.mm), _gemm(torch.bmm)
+mm, bmm = torch.mm, torch.bmm
 register(aten.mm.default)(_product_rule(mm))
 register(aten.bmm.default)(_product_rule(bmm))
 register(aten.mv.default)(_product_rule(torch.mv, multiplications=MEMORY_BOUND))
