@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import operator
 from contextlib import nullcontext
 from typing import Any, Callable, Literal, Sequence
 
@@ -37,7 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves
 
 from ._dtypes import real_dtype
 from .errors import ComplexLeakError, MissingRuleError
-from .rules import apply_rule
+from .rules import apply_rule, outputs_unused
 from .tensor import ComplexTensor
 
 log = logging.getLogger("realify")
@@ -80,7 +81,7 @@ def decompose(
     ``inputs`` may also give one layout per input ("planar" for some, "interleaved" for
     others; "complex" only for all of them).
 
-    ``on_missing(op, args, kwargs, node)`` may handle a complex op without a rule (the
+    ``on_missing(op, args, kwargs, node, detail)`` may handle a complex op without a rule (the
     compile backend turns it into an eager island); by default a
     :class:`~realify.errors.MissingRuleError` names the op and its source line.
     """
@@ -383,11 +384,12 @@ class PlanarInterpreter(fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if isinstance(target, OpOverload) and self._touches_complex(args, kwargs):
             try:
-                return apply_rule(target, args, kwargs)
+                with outputs_unused(_unused_outputs(self.current)):
+                    return apply_rule(target, args, kwargs)
             except MissingRuleError as err:
                 if self.on_missing is not None:
-                    return self.on_missing(target, args, kwargs, self.current)
-                raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else None) from None
+                    return self.on_missing(target, args, kwargs, self.current, err.detail)
+                raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else err.detail) from None
         return super().call_function(target, args, kwargs)
 
     def _touches_complex(self, args, kwargs) -> bool:
@@ -395,6 +397,16 @@ class PlanarInterpreter(fx.Interpreter):
             if isinstance(leaf, (ComplexTensor, complex)) or (isinstance(leaf, torch.dtype) and leaf.is_complex):
                 return True
         return any(_is_complex(v) for v in tree_leaves(self.current.meta.get("val")))
+
+
+def _unused_outputs(node: fx.Node) -> frozenset[int]:
+    """The outputs of a multi-output node that no node reads (all of them are used when a
+    user takes the whole tuple)."""
+    val = node.meta.get("val")
+    if not isinstance(val, (tuple, list)) or any(u.target is not operator.getitem for u in node.users):
+        return frozenset()
+    used = {u.args[1] for u in node.users if u.users}  # a getitem nothing reads is dead
+    return frozenset(i for i in range(len(val)) if i not in used)
 
 
 def _where(node: fx.Node | None) -> str | None:

@@ -13,6 +13,7 @@ class MissingRuleError(RealifyError, NotImplementedError):
     def __init__(self, op: object, where: str | None = None, detail: str | None = None):
         self.op = op
         self.where = where
+        self.detail = detail
         msg = f"realify has no rule for {op} on complex tensors"
         if detail:
             msg += f" ({detail})"

@@ -124,18 +124,21 @@ def _backward(ctx, grads):
 eager_island.register_autograd(_backward, setup_context=_setup_context)
 
 
-def island_call(op, args: tuple, kwargs: dict, node=None, *, strict: bool = False):
-    """Emit an eager island for ``op`` (called while tracing in the decompose engine)."""
+def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = None, *, strict: bool = False):
+    """Emit an eager island for ``op`` (called while tracing in the decompose engine);
+    ``detail`` says why its rule declined, when it has one."""
     from .errors import MissingRuleError
     from .decompose import _where
 
     where = _where(node)
     if strict:
-        raise MissingRuleError(op, where=where, detail="strict mode forbids eager islands")
+        raise MissingRuleError(op, where=where, detail=f"{detail}; strict mode forbids eager islands" if detail
+                               else "strict mode forbids eager islands")
     name = str(op)
     if name not in _WARNED:
         _WARNED.add(name)
-        warnings.warn(f"realify: {name} has no planar rule; it runs as an eager island (an opaque call on "
+        why = f"has no planar rule for this call ({detail})" if detail else "has no planar rule"
+        warnings.warn(f"realify: {name} {why}; it runs as an eager island (an opaque call on "
                       f"complex tensors) at {where}", stacklevel=2)
     log.info("eager island for %s at %s", name, where)
     leaves, spec = tree_flatten((args, kwargs))

@@ -155,7 +155,7 @@ def linalg_cross(self, other, *, dim=-1):
 # on real arithmetic (2x the size, cubed) against eager's 4x-per-flop complex LAPACK.
 
 
-def _embed(a):
+def real_embedding(a):
     ar, ai = parts(a)
     ai = torch.zeros_like(ar) if ai is None else ai
     top = torch.cat([ar, -ai], dim=-1)
@@ -177,7 +177,7 @@ def _unstack(x, n):
 def linalg_inv_ex(A, *, check_errors=False):
     # inv(A) = top-left block + i bottom-left block of inv(E(A))
     n = A.shape[-1]
-    inverse, info = torch.linalg.inv_ex(_embed(A), check_errors=check_errors)
+    inverse, info = torch.linalg.inv_ex(real_embedding(A), check_errors=check_errors)
     return _unstack(inverse[..., :, :n], n), info
 
 
@@ -194,7 +194,7 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     rhs = B.unsqueeze(-1) if vector else B
     dtype = result_dtype(A, B)
     rd = real_dtype(dtype)
-    LU, pivots, info = torch.linalg.lu_factor_ex(_embed(A).to(rd))
+    LU, pivots, info = torch.linalg.lu_factor_ex(real_embedding(A).to(rd))
     X = torch.linalg.lu_solve(LU, pivots, _stack_rhs(rhs).to(rd))
     X = _unstack(X, n)
     return (X.squeeze(-1) if vector else X), LU, pivots, info

@@ -1,0 +1,94 @@
+"""Spectra through the real embedding: Hermitian eigenvalues, singular values, log|det|.
+
+A = Ar + i Ai acts on (xr, xi) like the real 2n x 2n matrix
+E(A) = [[Ar, -Ai], [Ai, Ar]] (realify.rules.linalg.real_embedding). E(A) is unitarily
+similar to diag(A, conj(A)), so:
+
+- for Hermitian A, E(A) is real symmetric and its eigenvalues are A's, each twice;
+- for any m x n A, E(A)'s singular values are A's, each twice;
+- det E(A) = det(A) det(conj A) = |det A|^2.
+
+Sorted, the two copies of each value sit next to each other; a rule returns the mean of each
+pair, which is the value itself in exact arithmetic. Backward-stable real solvers on E(A)
+(||E(A)||_2 = ||A||_2) give each value with an error of order n u ||A||_2, the bound of
+eager's complex LAPACK. Gradients are those of the real solvers on E(A): the embedding's
+adjoint folds a pair's two eigenvectors (u and its rotation by i, [-y; x] for u = [x; y])
+into the same complex gradient, so the mean of a pair differentiates like the value.
+
+Eigenvectors and singular vectors have no rule: a degenerate value of A gives E(A) an
+eigenspace in which real solvers return vectors that may be i-multiples of one another, and
+no real-only selection keeps them independent. When a traced graph reads them, the rules
+raise MissingRuleError (the compile backend runs the call as an eager island). ATen asks for
+them even for ``eigvalsh``/``svdvals`` whenever a gradient may be needed, which includes
+every traced call, only for its own backward; realify differentiates the real solver instead,
+so vectors that nothing reads (:func:`realify.rules.unused_outputs`) become zero placeholders.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import register, unused_outputs
+from ._planar import parts
+from .linalg import real_embedding
+from ..errors import MissingRuleError
+from ..tensor import ComplexTensor
+
+aten = torch.ops.aten
+
+
+def _pair_means(values: torch.Tensor) -> torch.Tensor:
+    # (..., 2k) sorted values, each present twice -> (..., k)
+    return 0.5 * (values[..., 0::2] + values[..., 1::2])
+
+
+def _no_vectors(like: torch.Tensor) -> ComplexTensor:
+    # eager returns an empty complex tensor where vectors were not asked for
+    empty = like.new_empty(0)
+    return ComplexTensor(empty, empty.clone())
+
+
+def _vectors(op, asked: bool, indices: set[int], shapes: list[torch.Size], like: torch.Tensor,
+             what: str, instead: str) -> list[ComplexTensor]:
+    """The vector outputs at ``indices`` of ``op``: empty if not asked for, zero placeholders
+    if nothing reads them, else MissingRuleError."""
+    if not asked:
+        return [_no_vectors(like) for _ in shapes]
+    if not indices <= unused_outputs():
+        raise MissingRuleError(op, detail=f"{what}: no real-only formula (realify/rules/spectra.py); "
+                                          f"{instead} alone have a rule")
+    return [ComplexTensor(like.new_zeros(shape), like.new_zeros(shape)) for shape in shapes]
+
+
+def _hermitian_from_triangle(A, upper: bool) -> ComplexTensor:
+    # eigh reads one triangle and the real part of the diagonal:
+    # H = T + T^H + diag(Re diag A), T the strict lower (upper) triangle
+    ar, ai = parts(A)
+    strict = (lambda x: x.triu(1)) if upper else (lambda x: x.tril(-1))
+    hr = strict(ar) + strict(ar).mT + torch.diag_embed(ar.diagonal(dim1=-2, dim2=-1))
+    if ai is None:
+        return ComplexTensor(hr, torch.zeros_like(hr))
+    return ComplexTensor(hr, strict(ai) - strict(ai).mT)
+
+
+@register(aten._linalg_eigh.default)
+def linalg_eigh(A, UPLO="L", compute_v=True):
+    # eigenvalues(H) = pair means of eigvalsh(E(H)), ascending
+    H = _hermitian_from_triangle(A, upper=UPLO.upper() == "U")
+    values = _pair_means(torch.linalg.eigvalsh(real_embedding(H)))
+    vectors, = _vectors(aten._linalg_eigh.default, compute_v, {1}, [A.shape], values,
+                        "eigenvectors", "eigenvalues (linalg.eigvalsh)")
+    return values, vectors
+
+
+@register(aten._linalg_svd.default)
+def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    # singular values(A) = pair means of svdvals(E(A)), descending
+    m, n = A.shape[-2], A.shape[-1]
+    k = min(m, n)
+    values = _pair_means(torch.linalg.svdvals(real_embedding(A)))
+    batch = A.shape[:-2]
+    u, vh = _vectors(aten._linalg_svd.default, compute_uv, {0, 2},
+                     [(*batch, m, m if full_matrices else k), (*batch, n if full_matrices else k, n)], values,
+                     "singular vectors", "singular values (linalg.svdvals)")
+    return u, values, vh

@@ -1,0 +1,150 @@
+"""Hermitian eigenvalues and singular values through the real embedding (realify/rules/spectra.py)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.utils._pytree import tree_unflatten
+
+import realify
+from backend_support import RecordingInner
+from realify.errors import MissingRuleError
+
+DTYPES = [torch.complex64, torch.complex128]
+
+
+def value_bound(A: torch.Tensor) -> float:
+    """How far apart two backward-stable solvers may put an eigenvalue or singular value of A.
+
+    Each returns the values of a matrix within c n u ||A||_2 of A (Weyl's and Mirsky's
+    perturbation bounds turn that into the same bound on every value): eager's complex LAPACK
+    on A, realify's real LAPACK on E(A), of size 2n with ||E(A)||_2 = ||A||_2. Two of them
+    differ by at most twice that; c = 10 covers LAPACK's Householder reductions at n <= 8."""
+    n = max(A.shape[-2:])
+    u = torch.finfo(A.real.dtype).eps / 2
+    return 2 * 10 * 2 * n * u * torch.linalg.matrix_norm(A, 2).max().item()
+
+
+def compiled(fn):
+    rec = RecordingInner()
+    return realify.compile(fn, inner=rec), rec
+
+
+def real_only(rec: RecordingInner) -> bool:
+    """No complex value and no eager island in any graph the inner compiler received."""
+    islands = [n for _, gm in rec.graphs for n in gm.graph.nodes if "eager_island" in str(n.target)]
+    return bool(rec.graphs) and not islands and rec.complex_nodes() == []
+
+
+def decomposed(fn, *args):
+    gm = realify.decompose(fn, list(args))
+    return tree_unflatten(gm(*args), gm.realify_signature.out_spec)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigvalsh_reads_one_triangle_like_eager(dtype, uplo):
+    # not Hermitian on purpose: eigh reads the named triangle and the real part of the diagonal
+    A = torch.randn(3, 6, 6, dtype=dtype)
+
+    def f(A):
+        return torch.linalg.eigvalsh(A, UPLO=uplo)
+
+    expected = f(A)
+    fn, rec = compiled(f)
+    got = fn(A)
+    torch.testing.assert_close(got, expected, rtol=0, atol=value_bound(A))
+    torch.testing.assert_close(decomposed(f, A), expected, rtol=0, atol=value_bound(A))
+    assert real_only(rec)
+
+
+def test_eigvalsh_with_repeated_eigenvalues():
+    # a degenerate spectrum makes E(A) four-fold degenerate: the pair means stay exact
+    Q, _ = torch.linalg.qr(torch.randn(5, 5, dtype=torch.complex128))
+    A = Q @ torch.diag(torch.tensor([1.0, 1.0, 2.0, 2.0, -3.0], dtype=torch.complex128)) @ Q.mH
+    got = decomposed(torch.linalg.eigvalsh, A)
+    torch.testing.assert_close(got, torch.linalg.eigvalsh(A), rtol=0, atol=value_bound(A))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 4, 6), (6, 4), (5, 5)])
+def test_svdvals_like_eager(dtype, shape):
+    A = torch.randn(*shape, dtype=dtype)
+    fn, rec = compiled(torch.linalg.svdvals)
+    expected = torch.linalg.svdvals(A)
+    torch.testing.assert_close(fn(A), expected, rtol=0, atol=value_bound(A))
+    torch.testing.assert_close(decomposed(torch.linalg.svdvals, A), expected, rtol=0, atol=value_bound(A))
+    assert real_only(rec)
+
+
+def test_spectral_norms_compile_without_islands():
+    # built on svdvals/eigvalsh: matrix 2-norm, nuclear norm, condition number, rank
+    A = torch.randn(2, 5, 5, dtype=torch.complex128)
+    H = A + A.mH
+
+    def f(A, H):
+        return (torch.linalg.matrix_norm(A, 2), torch.linalg.matrix_norm(A, "nuc"), torch.linalg.cond(A),
+                torch.linalg.matrix_rank(A), torch.linalg.matrix_rank(H, hermitian=True))
+
+    fn, rec = compiled(f)
+    for got, expected in zip(fn(A, H), f(A, H)):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    assert real_only(rec)
+
+
+def test_ground_state_energy_gradients_match_eager():
+    # a variational Hamiltonian H(theta) = H0 + sum_k theta_k H_k: lowest eigenvalue and the
+    # nuclear norm of a theta-dependent matrix, differentiated through the real solvers
+    torch.manual_seed(0)
+    n, k = 6, 3
+    herm = [(lambda m: m + m.mH)(torch.randn(n, n, dtype=torch.complex128)) for _ in range(k + 1)]
+    M = torch.randn(k, 4, 5, dtype=torch.complex128)
+
+    def loss(theta):
+        H = herm[0] + sum(t * h for t, h in zip(theta, herm[1:]))
+        return torch.linalg.eigvalsh(H)[0] + torch.linalg.svdvals(torch.einsum("k,kij->ij", theta.to(M.dtype), M)).sum()
+
+    theta = torch.randn(k, dtype=torch.float64, requires_grad=True)
+    expected = loss(theta)
+    (expected_grad,) = torch.autograd.grad(expected, theta)
+    fn, rec = compiled(loss)
+    got = fn(theta)
+    (got_grad,) = torch.autograd.grad(got, theta)
+    # float64, well-separated spectrum (gap > 0.1 for this seed): first-order perturbation
+    # theory bounds the gradient error by ~ n u ||H_k|| / gap, far below 1e-9
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(got_grad, expected_grad, rtol=1e-9, atol=1e-9)
+    assert {"forward", "backward"} <= rec.kinds() and real_only(rec)
+
+
+def test_eigenvectors_run_as_an_island_and_say_why():
+    A = torch.randn(4, 4, dtype=torch.complex64)
+    A = A + A.mH
+
+    def f(A):
+        values, vectors = torch.linalg.eigh(A)
+        return values, vectors.abs()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = realify.compile(f, inner="eager")(A)
+    for g, e in zip(got, f(A)):
+        torch.testing.assert_close(g, e)
+    assert any("eager island" in str(w.message) and "eigenvectors" in str(w.message) for w in caught)
+    with pytest.raises(MissingRuleError, match="eigenvectors"):
+        realify.decompose(f, [A])
+    with pytest.raises(MissingRuleError, match="singular vectors"):
+        realify.decompose(lambda A: torch.linalg.svd(A).U, [A])
+
+
+def test_eigvalsh_compiles_with_inductor():
+    A = torch.randn(4, 8, 8, dtype=torch.complex64)
+    H = A + A.mH
+
+    def f(H):
+        return torch.linalg.eigvalsh(H * 2).sum(-1) + torch.linalg.svdvals(H).max(-1).values
+
+    torch._dynamo.reset()
+    torch.testing.assert_close(realify.compile(f)(H), f(H), rtol=0, atol=2 * value_bound(2 * H))
