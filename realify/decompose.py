@@ -277,10 +277,22 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
 
     with fx_traceback.preserve_node_meta(), (enable_python_dispatcher() if _symbolic(boundary_inputs) else nullcontext()):
         planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
+    # values nothing reads (placeholders a rule made for unread outputs, see
+    # realify.rules.unused_outputs) go; random ops stay, so the random stream stays eager's
+    planar.graph.eliminate_dead_code(is_impure_node=_keep_unread)
+    planar.recompile()
     if signature.input_layout == "complex":
         signature.mutated_inputs = []
         _resolve_lazy_bits(planar, signature)
     return planar
+
+
+def _keep_unread(node: fx.Node) -> bool:
+    """Whether a node stays in the graph although nothing reads it: anything but a pure,
+    unseeded aten op (custom ops such as eager islands are kept as they are)."""
+    if node.is_impure() or not isinstance(node.target, OpOverload) or node.target.namespace != "aten":
+        return True
+    return torch.Tag.nondeterministic_seeded in node.target.tags
 
 
 def copies_to_views(gm: fx.GraphModule, *, keep_copies: bool = False) -> None:

@@ -137,7 +137,7 @@ def plot(rows: Sequence[Row], path: str, *, title: str | None = None) -> None:
     by_key = {(r.label, r.mode): r for r in rows}
     n = max(len(modes), 1)
     width = 0.8 / n
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(labels) * max(n, 2) / 2 + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(min(20.0, max(6.0, 0.22 * len(labels) * max(n, 2) + 2)), 4.5))
     for j, mode in enumerate(modes):
         xs, ys, bad = [], [], []
         for i, label in enumerate(labels):
