@@ -288,11 +288,9 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
 
 
 def _keep_unread(node: fx.Node) -> bool:
-    """Whether a node stays in the graph although nothing reads it: anything but a pure,
-    unseeded aten op (custom ops such as eager islands are kept as they are)."""
-    if node.is_impure() or not isinstance(node.target, OpOverload) or node.target.namespace != "aten":
-        return True
-    return torch.Tag.nondeterministic_seeded in node.target.tags
+    """Whether a node stays in the graph although nothing reads it: anything but a pure aten
+    op (FX counts random ops as impure; custom ops such as eager islands are kept too)."""
+    return node.is_impure() or not isinstance(node.target, OpOverload) or node.target.namespace != "aten"
 
 
 def copies_to_views(gm: fx.GraphModule, *, keep_copies: bool = False) -> None:
