@@ -94,26 +94,51 @@ def _contiguous_pairs(x: Any) -> bool:
 
 
 class GemmOperandsForBLAS(CustomGraphPass):
-    """Post-grad pass: an operand of ``mm``/``bmm`` with no unit stride in its matrix
-    dimensions becomes ``x * 1``, a value Inductor computes and lays out for BLAS.
+    """Post-grad pass: GEMM operands that would reach BLAS with no unit stride get a
+    contiguous layout.
 
-    BLAS reads a matrix along a unit stride. For an operand with none (einsum's batch-major
-    permutes: the FNO weights as 256 matrices with strides (1, 8192, 256)), ATen's bmm copies
-    matrix by matrix: 2.5 ms per bmm there, against 0.3 ms for the same bmm after one copy.
-    Inductor makes such an operand contiguous only when the graph computes it, not for a view
-    of a graph input, and ``clone``/``contiguous`` keep the input's own order. ``x * 1`` is
-    exact for every value (signed zeros and nan included)."""
+    BLAS reads a matrix along a unit stride. For an operand with none, ATen's bmm copies matrix
+    by matrix: einsum's batch-major permutes give the FNO weights as 256 matrices with strides
+    (1, 8192, 256), 2.5 ms per bmm against 0.3 ms after one copy, and in the FNO training step
+    such copies took 5-7 ms of a 28 ms step (about 1000 small copies per step, profiled).
+
+    Two kinds of operand get there:
+
+    - a view whose recorded strides say so (a graph input's planes, a permute): mm and bmm;
+    - a batch of matrices Inductor computes itself (a pointwise op, or a view of one): its
+      recorded strides may be contiguous, yet Inductor lays the buffer out in the order it
+      reads its inputs, a permuted order in backward graphs (the FNO's weight gradients).
+
+    Such an operand goes through :func:`_blas_operand`, a lowering (called by Inductor on its
+    own IR, as its pattern matcher's replacements are) that requires a contiguous layout: a
+    buffer Inductor has not laid out yet is simply fixed contiguous, so the kernel computing
+    it writes it that way at no cost; anything else is copied once, in one fused kernel.
+    """
 
     def __call__(self, graph: fx.Graph) -> None:
         for node in list(graph.nodes):
-            if node.op == "call_function" and node.target in (aten.mm.default, aten.bmm.default):
-                for i, x in enumerate(node.args[:2]):
-                    if _no_unit_stride(x):
-                        with graph.inserting_before(node):
-                            node.update_arg(i, _call(graph, aten.mul.Tensor, x, 1))
+            if node.op != "call_function" or node.target not in (aten.mm.default, aten.bmm.default):
+                continue
+            for i, x in enumerate(node.args[:2]):
+                if _no_unit_stride(x) or (node.target is aten.bmm.default and _computed_by_inductor(x)):
+                    with graph.inserting_before(node):
+                        operand = graph.call_function(_blas_operand, (x,))
+                    with x.meta["val"].fake_mode:
+                        operand.meta["val"] = x.meta["val"].contiguous()
+                    node.update_arg(i, operand)
 
     def uuid(self) -> Any:
-        return "realify.GemmOperandsForBLAS.v1"
+        return "realify.GemmOperandsForBLAS.v3"
+
+
+def _blas_operand(x: Any) -> Any:
+    """Inductor lowering (the FX node's target): ``x`` with a contiguous layout."""
+    from torch._inductor import ir
+
+    return ir.ExternKernel.require_contiguous(x)
+
+
+_blas_operand._inductor_lowering_function = True  # type: ignore[attr-defined]
 
 
 def _no_unit_stride(x: Any) -> bool:
@@ -122,6 +147,21 @@ def _no_unit_stride(x: Any) -> bool:
     if not isinstance(val, torch.Tensor) or val.dim() < 2:
         return False
     return all(guard_or_false(val.stride(d) != 1) and guard_or_false(val.shape[d] > 1) for d in (-1, -2))
+
+
+def _computed_by_inductor(x: Any) -> bool:
+    """A batch of matrices (more than one, none of them a vector) computed by an Inductor
+    kernel: a pointwise aten op, or a view of one."""
+    val = x.meta.get("val") if isinstance(x, fx.Node) else None
+    if not (isinstance(val, torch.Tensor) and val.dim() == 3 and all(guard_or_false(n > 1) for n in val.shape)):
+        return False
+    while isinstance(x, fx.Node) and x.op == "call_function" and isinstance(x.target, torch._ops.OpOverload):
+        if torch.Tag.pointwise in x.target.tags:
+            return True
+        if not (x.target.is_view or x.target in (aten.reshape.default, aten._unsafe_view.default)):
+            return False
+        x = x.args[0]
+    return False
 
 
 # Inductor's CPU code generator runs a loop as scalar code when 12% or more of its loads and

@@ -280,11 +280,15 @@ def _gemm_operand_strides(code: str) -> list[tuple[int, ...]]:
 
     declared = {name: tuple(int(s) for s in strides.split(",") if s.strip())
                 for name, strides in re.findall(r"(buf\d+) = empty_strided_cpu\(\([^)]*\), \(([^)]*)\)", code)}
+    for name, strides in re.findall(r"assert_size_stride\((\w+), \([^)]*\), \(([^)]*)\), 'input'\)", code):
+        declared[name] = tuple(int(s) for s in strides.split(",") if s.strip())
+    for name, strides in re.findall(r"(buf\d+) = reinterpret_tensor\(\w+, \([^)]*\), \(([^)]*)\)", code):
+        declared[name] = tuple(int(s) for s in strides.split(",") if s.strip())
     for name, reused in re.findall(r"(buf\d+) = (buf\d+); del buf\d+  # reuse", code):
         declared[name] = declared.get(reused)
     found = []
     for args in re.findall(r"extern_kernels\.b?mm\((.*), out=", code):
-        for view_strides, name in re.findall(r"reinterpret_tensor\(\w+, \([^)]*\), \(([^)]*)\)|(buf\d+|arg\d+_\d+)", args):
+        for view_strides, name in re.findall(r"reinterpret_tensor\(\w+, \([^)]*\), \(([^)]*)\)|(\w+)", args):
             if view_strides:
                 found.append(tuple(int(s) for s in view_strides.split(",") if s.strip()))
             elif name in declared:
@@ -293,21 +297,31 @@ def _gemm_operand_strides(code: str) -> list[tuple[int, ...]]:
 
 
 def test_gemm_operands_reach_blas_with_a_unit_stride():
-    # einsum's batch-major permute hands bmm weights with strides (1, 8192, 256); the post-grad
-    # pass makes them a computed value, which Inductor lays out contiguously for BLAS
+    # einsum's batch-major permute hands bmm the FNO weights with no unit stride, and the
+    # backward graph computes their gradients' operands laid out batch-major; the post-grad
+    # pass gives every such operand a contiguous layout (otherwise ATen's bmm copies them
+    # matrix by matrix)
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
-    x, w = torch.randn(2, 4, 6, 6, dtype=torch.complex64), torch.randn(4, 5, 6, 6, dtype=torch.complex64)
+    torch.manual_seed(0)
+    model, x = SpectralConv2d(8, 8, 4), torch.randn(2, 8, 16, 16)
+    compiled = realify.compile(model)
 
-    def contract(x, w):
-        return torch.einsum("bixy,ioxy->boxy", x, w)
+    def step(run):
+        model.zero_grad()
+        out = run(x)
+        out.square().sum().backward()
+        return out, [p.grad.clone() for p in model.parameters()]
 
-    out, (code,) = run_and_get_code(realify.compile(contract), x, w)
-    torch.testing.assert_close(out, contract(x, w), rtol=1e-5, atol=1e-5)
-    strides = _gemm_operand_strides(code)
-    assert len(strides) >= 6, code  # 3 real bmm, two operands each
-    assert all(1 in s[-2:] for s in strides), strides
+    (out, grads), (forward, backward) = run_and_get_code(step, compiled)
+    expected, expected_grads = step(model)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(grads, expected_grads, rtol=1e-4, atol=1e-4)
+    for code in (forward, backward):
+        strides = _gemm_operand_strides(code)
+        assert len(strides) >= 12, code  # 2 corners x 3 real bmm x 2 operands
+        assert all(1 in s[-2:] for s in strides), strides
 
 
 def test_exported_gemm_has_no_layout_copies():
