@@ -138,3 +138,18 @@ def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "realify", "bench", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "--only" in done.stdout and "tiny" not in done.stdout
+
+
+def test_demo_runs_every_example_and_its_ratios_add_up(capsys):
+    # the README's main command, on tiny shapes with Inductor: every example matches eager, and
+    # each printed speedup is the printed eager time over the printed realify time
+    import re
+
+    torch._dynamo.reset()
+    assert cli.main(["demo", "--size", "tiny", "--repeat", "3", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(runner.DEMO)}/{len(runner.DEMO)} examples correct" in out, out
+    lines = re.findall(r"eager ([\d.]+) ms, realify ([\d.]+) ms \(([\d.]+)x\)", out)
+    assert len(lines) == len(runner.DEMO), out
+    for eager_ms, realify_ms, speedup in lines:
+        assert float(speedup) == pytest.approx(float(eager_ms) / float(realify_ms), rel=0.02, abs=0.01)
