@@ -1,4 +1,4 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with a post-grad pass, one config
+"""How the compile backend runs Inductor: ``compile_fx`` with two post-grad passes, one config
 change and one decomposition left out, each changing how a real graph runs, never a value.
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
