@@ -103,6 +103,7 @@ SMALL_INPUT = 1 << 14
 
 
 def _boundary_layout(x: Any, all_pairs: bool) -> str:
+    """How a complex input enters the real graph (see above): "interleaved" or "planar"."""
     if not (isinstance(x, torch.Tensor) and x.dtype.is_complex) or x.dtype == torch.complex32:
         return "planar"
     return "interleaved" if all_pairs or _static_numel_at_most(x, SMALL_INPUT) else "planar"

@@ -84,10 +84,15 @@ def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
     return node
 
 
+def _fake_value(x: Any) -> Any:
+    """The fake value recorded on a graph node (None for constants and unrecorded nodes)."""
+    return x.meta.get("val") if isinstance(x, fx.Node) else None
+
+
 def _contiguous_pairs(x: Any) -> bool:
     """A node whose value is a contiguous real (..., 2) tensor at an even offset, known without
     adding a guard on symbolic sizes."""
-    val = x.meta.get("val") if isinstance(x, fx.Node) else None
+    val = _fake_value(x)
     return (isinstance(val, torch._subclasses.FakeTensor) and val.dtype in (torch.float32, torch.float64)
             and val.dim() > 0 and guard_or_false(val.shape[-1] == 2) and is_contiguous_or_false(val)
             and guard_or_false(val.storage_offset() % 2 == 0))
@@ -143,7 +148,7 @@ _blas_operand._inductor_lowering_function = True  # type: ignore[attr-defined]
 
 def _no_unit_stride(x: Any) -> bool:
     """A matrix operand known (without a guard) to have neither contiguous rows nor columns."""
-    val = x.meta.get("val") if isinstance(x, fx.Node) else None
+    val = _fake_value(x)
     if not isinstance(val, torch.Tensor) or val.dim() < 2:
         return False
     return all(guard_or_false(val.stride(d) != 1) and guard_or_false(val.shape[d] > 1) for d in (-1, -2))
@@ -152,7 +157,7 @@ def _no_unit_stride(x: Any) -> bool:
 def _computed_by_inductor(x: Any) -> bool:
     """A batch of matrices (more than one, none of them a vector) computed by an Inductor
     kernel: a pointwise aten op, or a view of one."""
-    val = x.meta.get("val") if isinstance(x, fx.Node) else None
+    val = _fake_value(x)
     if not (isinstance(val, torch.Tensor) and val.dim() == 3 and all(guard_or_false(n > 1) for n in val.shape)):
         return False
     while isinstance(x, fx.Node) and x.op == "call_function" and isinstance(x.target, torch._ops.OpOverload):
@@ -209,7 +214,7 @@ def _register_aten_fallbacks() -> None:
 
 def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     """Inductor's ``compile_fx`` for realify's real graphs, forward and backward alike:
-    realify's post-grad pass after any the caller set, :data:`VECTORIZE_PAIRS` unless the
+    realify's post-grad passes after any the caller set, :data:`VECTORIZE_PAIRS` unless the
     caller set it, and Inductor's decompositions less :data:`KEEP_AS_ATEN`."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._inductor.decomposition import select_decomp_table

@@ -50,8 +50,9 @@ def _no_vectors(like: torch.Tensor) -> ComplexTensor:
 
 def _vectors(op, asked: bool, indices: set[int], shapes: list[torch.Size], like: torch.Tensor,
              what: str, instead: str) -> list[ComplexTensor]:
-    """The vector outputs at ``indices`` of ``op``: empty if not asked for, zero placeholders
-    if nothing reads them, else MissingRuleError."""
+    """The vector outputs at ``indices`` of ``op``, real parts like ``like``: empty if not
+    asked for, zero placeholders if nothing reads them, else MissingRuleError (decided before
+    anything is computed)."""
     if not asked:
         return [_no_vectors(like) for _ in shapes]
     if not indices <= unused_outputs():
@@ -74,11 +75,10 @@ def _hermitian_from_triangle(A, upper: bool) -> ComplexTensor:
 @register(aten._linalg_eigh.default)
 def linalg_eigh(A, UPLO="L", compute_v=True):
     # eigenvalues(H) = pair means of eigvalsh(E(H)), ascending
-    H = _hermitian_from_triangle(A, upper=UPLO.upper() == "U")
-    values = _pair_means(torch.linalg.eigvalsh(real_embedding(H)))
-    vectors, = _vectors(aten._linalg_eigh.default, compute_v, {1}, [A.shape], values,
+    vectors, = _vectors(aten._linalg_eigh.default, compute_v, {1}, [A.shape], parts(A)[0],
                         "eigenvectors", "eigenvalues (linalg.eigvalsh)")
-    return values, vectors
+    H = _hermitian_from_triangle(A, upper=UPLO.upper() == "U")
+    return _pair_means(torch.linalg.eigvalsh(real_embedding(H))), vectors
 
 
 @register(aten._linalg_svd.default)
@@ -86,9 +86,8 @@ def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     # singular values(A) = pair means of svdvals(E(A)), descending
     m, n = A.shape[-2], A.shape[-1]
     k = min(m, n)
-    values = _pair_means(torch.linalg.svdvals(real_embedding(A)))
     batch = A.shape[:-2]
     u, vh = _vectors(aten._linalg_svd.default, compute_uv, {0, 2},
-                     [(*batch, m, m if full_matrices else k), (*batch, n if full_matrices else k, n)], values,
+                     [(*batch, m, m if full_matrices else k), (*batch, n if full_matrices else k, n)], parts(A)[0],
                      "singular vectors", "singular values (linalg.svdvals)")
-    return u, values, vh
+    return u, _pair_means(torch.linalg.svdvals(real_embedding(A))), vh
