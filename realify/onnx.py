@@ -17,9 +17,12 @@ import os
 from typing import Any, Callable, Sequence
 
 import torch
+import numpy as np
+import onnx_ir as ir
 from onnxscript import opset20 as op
 
 from . import ops  # noqa: F401  (registers the realify:: ops)
+from ._expm1 import SERIES_BOUND, series_coefficients
 from .export import export
 
 log = logging.getLogger("realify")
@@ -42,6 +45,8 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         # |z| = hypot(re, im) must not overflow where re^2 + im^2 would
         torch.ops.aten.hypot.default: hypot,
         torch.ops.prims.hypot.default: hypot,
+        # ONNX has no Expm1; the default translation, Exp(x) - 1, cancels near 0
+        torch.ops.aten.expm1.default: expm1,
     }
 
 
@@ -163,6 +168,23 @@ def hypot(x, y):
     result = op.Where(op.Or(op.IsNaN(ax), op.IsNaN(ay)), op.Add(ax, ay), result)
     infinite = op.Or(op.IsInf(ax), op.IsInf(ay))
     return op.Where(infinite, op.CastLike(op.Constant(value_float=float("inf")), x), result)
+
+
+def expm1(x):
+    """expm1 with no cancellation near 0: Taylor's series below ln(2)/2, Exp(x) - 1 above
+    (realify/_expm1.py; the default translation's Exp(x) - 1 gives expm1(1e-8) = 0 in float32)."""
+    inner, *coefficients = series_coefficients(x.dtype == ir.DataType.DOUBLE)
+    series = _constant_like(inner, x)
+    for c in coefficients:
+        series = op.Add(op.Mul(x, series), _constant_like(c, x))
+    one = op.CastLike(op.Constant(value_float=1.0), x)
+    near_zero = op.Less(op.Abs(x), op.CastLike(op.Constant(value_float=SERIES_BOUND), x))
+    return op.Where(near_zero, op.Mul(x, series), op.Sub(op.Exp(x), one))
+
+
+def _constant_like(value: float, x):
+    """``value`` in x's dtype, rounded once from float64 (``value_float`` would round to float32)."""
+    return op.CastLike(op.Constant(value=ir.tensor(np.array(value, dtype=np.float64))), x)
 
 
 def _wrapped(x, dim: Sequence[int]) -> list[int]:
