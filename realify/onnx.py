@@ -13,6 +13,7 @@ already divides by each axis length, so inverse transforms are rescaled by ``n *
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Any, Callable, Sequence
 
@@ -45,8 +46,13 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         # |z| = hypot(re, im) must not overflow where re^2 + im^2 would
         torch.ops.aten.hypot.default: hypot,
         torch.ops.prims.hypot.default: hypot,
-        # ONNX has no Expm1; the default translation, Exp(x) - 1, cancels near 0
+        # ONNX has no Expm1, Log1p or Atan2: the default translations cancel near 0
+        # (Exp(x) - 1, Log(1 + x)) and give atan2(+0, -1) = -pi, atan2(y, -0) = -pi/2
         torch.ops.aten.expm1.default: expm1,
+        torch.ops.aten.log1p.default: log1p,
+        torch.ops.aten.atan2.default: atan2,
+        # ONNX Runtime's CPU Where returns +0 where it selects a -0 from its second input
+        torch.ops.aten.where.self: where,
     }
 
 
@@ -146,8 +152,7 @@ def signbit(x):
     """signbit(x) = x < 0, or x == 0 and 1/x < 0 (1/-0.0 = -inf). ONNX (opset 20) cannot read
     the sign bit of a NaN: signbit(-nan) is False here, True in PyTorch."""
     zero = op.CastLike(op.Constant(value_float=0.0), x)
-    negative_zero = op.And(op.Equal(x, zero), op.Less(op.Reciprocal(x), zero))
-    return op.Or(op.Less(x, zero), negative_zero)
+    return op.Or(op.Less(x, zero), _is_negative_zero(x))
 
 
 def copysign(a, b):
@@ -180,6 +185,62 @@ def expm1(x):
     one = op.CastLike(op.Constant(value_float=1.0), x)
     near_zero = op.Less(op.Abs(x), op.CastLike(op.Constant(value_float=SERIES_BOUND), x))
     return op.Where(near_zero, op.Mul(x, series), op.Sub(op.Exp(x), one))
+
+
+def where(condition, x, y):
+    """Where(condition, x, y), with the sign of a selected zero on every runtime.
+
+    ONNX Runtime's CPU Where merges its two selections by value, so a -0 taken from ``x``
+    comes out +0 (``Where(True, -0.0, 1.0) = 0.0``; a -0 from ``y`` is kept). realify's
+    rules select signed zeros on branch cuts: through ONNX Runtime, ``asin``, ``acos``,
+    ``atan``, their hyperbolic forms and ``log`` came out on the wrong side of their cuts
+    (``acos(2 - 0i)`` gave ``-1.317i`` for ``+1.317i``). The selection is multiplied by -1
+    exactly where it should be -0 (the side selected holds a -0) and is +0; ``r * 1 = r``
+    everywhere else, so a runtime whose Where keeps -0 gets the same values."""
+    x = op.CastLike(x, y)
+    selected = op.Where(condition, x, y)
+    should_be_negative_zero = op.Or(op.And(condition, _is_negative_zero(x)),
+                                    op.And(op.Not(condition), _is_negative_zero(y)))
+    zero = op.CastLike(op.Constant(value_float=0.0), y)
+    is_positive_zero = op.And(op.Equal(selected, zero), op.Greater(op.Reciprocal(selected), zero))
+    flip = op.CastLike(op.And(should_be_negative_zero, is_positive_zero), y)
+    one, two = op.CastLike(op.Constant(value_float=1.0), y), op.CastLike(op.Constant(value_float=2.0), y)
+    return op.Mul(selected, op.Sub(one, op.Mul(two, flip)))
+
+
+def _is_negative_zero(x):
+    zero = op.CastLike(op.Constant(value_float=0.0), x)
+    return op.And(op.Equal(x, zero), op.Less(op.Reciprocal(x), zero))
+
+
+def log1p(x):
+    """log1p(x) = x log(u) / (u - 1) with u = 1 + x (Goldberg, "What every computer scientist
+    should know about floating-point arithmetic", Theorem 4: the rounding of u cancels between
+    log u and u - 1); x where u == 1 (keeps -0 and tiny x), log u where u is 0 or inf."""
+    one = op.CastLike(op.Constant(value_float=1.0), x)
+    u = op.Add(one, x)
+    log_u = op.Log(u)
+    result = op.Where(op.Equal(u, one), x, op.Div(op.Mul(x, log_u), op.Sub(u, one)))
+    saturated = op.Or(op.IsInf(u), op.Equal(u, op.CastLike(op.Constant(value_float=0.0), x)))
+    return op.Where(saturated, log_u, result)
+
+
+def atan2(y, x):
+    """atan2(y, x) with C99's signed zeros and infinities:
+    atan(y/x), plus copysign(pi, y) where x < 0 or x = -0 (signbit(x));
+    where y and x are both zero: y if x is +0, copysign(pi, y) if x is -0;
+    where both are infinite: copysign(pi/4, y) if x > 0, copysign(3 pi/4, y) if x < 0.
+    NaN in either gives NaN (y/x is NaN and no case above applies)."""
+    x = op.CastLike(x, y)
+    zero = op.CastLike(op.Constant(value_float=0.0), y)
+    half_turn = copysign(_constant_like(math.pi, y), y)
+    base = op.Atan(op.Div(y, x))
+    result = op.Where(signbit(x), op.Add(base, half_turn), base)
+    both_zero = op.And(op.Equal(y, zero), op.Equal(x, zero))
+    result = op.Where(both_zero, op.Where(signbit(x), half_turn, y), result)
+    corner = op.Where(op.Greater(x, zero), _constant_like(math.pi / 4, y), _constant_like(3 * math.pi / 4, y))
+    both_infinite = op.And(op.IsInf(y), op.IsInf(x))
+    return op.Where(both_infinite, copysign(corner, y), result)
 
 
 def _constant_like(value: float, x):
