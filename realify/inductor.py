@@ -1,5 +1,7 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with two post-grad passes, one config
-change and one decomposition left out, each changing how a real graph runs, never a value.
+"""How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, one
+config change and one decomposition left out. The first four change how a real graph runs,
+never a value; the fifth keeps the values the rules compute, which Inductor's code generator
+would round away.
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
    (re, im) pairs stay vectorized.
@@ -7,6 +9,7 @@ change and one decomposition left out, each changing how a real graph runs, neve
    through an ATen-fallback lowering registered explicitly.
 3. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
 4. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
+5. ``expm1`` on the CPU without cancellation near 0 (:class:`AccurateExpm1`).
 
 About the third: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two trips through
