@@ -180,34 +180,48 @@ class AccurateExpm1(CustomGraphPass):
 
     Inductor's vectorized C++ code computes ``expm1(x)`` as ``exp(x) - 1`` (for speed; ATen's
     own vectorized expm1 is accurate): compiled, ``sin(0.5 + 1e-8i)`` had imaginary part 0
-    instead of ``8.8e-9``. The pass writes out the series below ``ln(2)/2`` and ``exp(x) - 1``
-    above, in the same fused kernel. On other devices Inductor's expm1 is accurate already
-    and nothing changes.
+    instead of ``8.8e-9``. The pass routes each float32/float64 CPU ``expm1`` through
+    :func:`_series_expm1`, a lowering that writes out the series below ``ln(2)/2`` and keeps
+    Inductor's ``exp(x) - 1`` above, in the same fused kernel: one graph node, reading ``x``
+    once. It costs compile time where the kernel is large: the docs chain (four expm1 in one
+    kernel of about 280 ops) compiles cold in 23-27 s against 9-10 s without the pass,
+    whatever the number of series terms (1 to 8 measured the same); its run time did not
+    change measurably (13-14 ms). On other devices Inductor's expm1 is accurate already and
+    nothing changes.
     """
 
     def __call__(self, graph: fx.Graph) -> None:
         for node in list(graph.nodes):
             val = _fake_value(node)
             if (node.op == "call_function" and node.target is aten.expm1.default
-                    and isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dtype.is_floating_point):
-                with graph.inserting_before(node):
-                    accurate = _series_expm1(graph, node.args[0], val.dtype == torch.float64)
-                node.replace_all_uses_with(accurate)
-                graph.erase_node(node)
+                    and isinstance(val, torch.Tensor) and val.device.type == "cpu"
+                    and val.dtype in (torch.float32, torch.float64)):
+                node.target = _series_expm1
 
     def uuid(self) -> Any:
-        return "realify.AccurateExpm1.v2"
+        return "realify.AccurateExpm1.v3"
 
 
-def _series_expm1(graph: fx.Graph, x: fx.Node, double: bool) -> fx.Node:
-    inner, *coefficients = series_coefficients(double)
-    series = inner
-    for c in coefficients:
-        series = _call(graph, aten.add.Tensor, _call(graph, aten.mul.Tensor, x, series), c)
-    small = _call(graph, aten.mul.Tensor, x, series)
-    large = _call(graph, aten.sub.Tensor, _call(graph, aten.exp.default, x), 1.0)
-    near_zero = _call(graph, aten.lt.Scalar, _call(graph, aten.abs.default, x), SERIES_BOUND)
-    return _call(graph, aten.where.self, near_zero, small, large)
+def _series_expm1(x: Any) -> Any:
+    """Inductor lowering (the FX node's target): expm1 by realify/_expm1.py's formula."""
+    from torch._inductor.lowering import make_pointwise
+    from torch._inductor.virtualized import ops
+
+    dtype = x.get_dtype()
+    inner, *coefficients = series_coefficients(dtype == torch.float64)
+
+    def formula(v: Any) -> Any:
+        series = ops.constant(inner, dtype)
+        for c in coefficients:
+            series = ops.add(ops.mul(v, series), ops.constant(c, dtype))
+        near_zero = ops.lt(ops.abs(v), ops.constant(SERIES_BOUND, dtype))
+        # above the bound Inductor's own expm1, exp(x) - 1, does not cancel
+        return ops.where(near_zero, ops.mul(v, series), ops.expm1(v))
+
+    return make_pointwise(formula)(x)
+
+
+_series_expm1._inductor_lowering_function = True  # type: ignore[attr-defined]
 
 
 # Inductor's CPU code generator runs a loop as scalar code when 12% or more of its loads and
