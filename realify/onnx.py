@@ -17,9 +17,9 @@ import math
 import os
 from typing import Any, Callable, Sequence
 
-import torch
 import numpy as np
 import onnx_ir as ir
+import torch
 from onnxscript import opset20 as op
 
 from . import ops  # noqa: F401  (registers the realify:: ops)
@@ -158,13 +158,14 @@ def signbit(x):
 def copysign(a, b):
     """copysign(a, b) = -|a| where signbit(b), else |a|."""
     magnitude = op.Abs(a)
-    return op.Where(signbit(op.CastLike(b, a)), op.Neg(magnitude), magnitude)
+    return _negated_where(magnitude, signbit(op.CastLike(b, a)))
 
 
 def hypot(x, y):
     """hypot(x, y) = m * sqrt(1 + (n/m)^2) with m = max(|x|, |y|), n = min(|x|, |y|): no overflow
     or underflow of x^2 + y^2. C99: inf if either is infinite (even with a NaN), else NaN if
     either is NaN; 0 when both are 0."""
+    # every selection here is of nonnegative values or +inf: plain Where cannot lose a -0
     ax, ay = op.Abs(x), op.Abs(op.CastLike(y, x))
     big, small = op.Max(ax, ay), op.Min(ax, ay)
     zero, one = op.CastLike(op.Constant(value_float=0.0), x), op.CastLike(op.Constant(value_float=1.0), x)
@@ -184,28 +185,34 @@ def expm1(x):
         series = op.Add(op.Mul(x, series), _constant_like(c, x))
     one = op.CastLike(op.Constant(value_float=1.0), x)
     near_zero = op.Less(op.Abs(x), op.CastLike(op.Constant(value_float=SERIES_BOUND), x))
-    return op.Where(near_zero, op.Mul(x, series), op.Sub(op.Exp(x), one))
+    return where(near_zero, op.Mul(x, series), op.Sub(op.Exp(x), one))
 
 
 def where(condition, x, y):
-    """Where(condition, x, y), with the sign of a selected zero on every runtime.
+    """Where(condition, x, y), with the sign of a selected zero on every runtime. Every
+    selection in this module's translations that may pick a -0 goes through it.
 
     ONNX Runtime's CPU Where merges its two selections by value, so a -0 taken from ``x``
-    comes out +0 (``Where(True, -0.0, 1.0) = 0.0``; a -0 from ``y`` is kept). realify's
+    can come out +0 (``Where(True, -0.0, 1.0) = 0.0``; a -0 from ``y`` is kept). realify's
     rules select signed zeros on branch cuts: through ONNX Runtime, ``asin``, ``acos``,
     ``atan``, their hyperbolic forms and ``log`` came out on the wrong side of their cuts
-    (``acos(2 - 0i)`` gave ``-1.317i`` for ``+1.317i``). The selection is multiplied by -1
-    exactly where it should be -0 (the side selected holds a -0) and is +0; ``r * 1 = r``
-    everywhere else, so a runtime whose Where keeps -0 gets the same values."""
+    (``acos(2 - 0i)`` gave ``-1.317i`` for ``+1.317i``). The selection is negated exactly
+    where it should be -0 (the side selected holds a -0) and is +0, so a runtime whose Where
+    keeps -0 gets the same values."""
     x = op.CastLike(x, y)
     selected = op.Where(condition, x, y)
     should_be_negative_zero = op.Or(op.And(condition, _is_negative_zero(x)),
                                     op.And(op.Not(condition), _is_negative_zero(y)))
     zero = op.CastLike(op.Constant(value_float=0.0), y)
     is_positive_zero = op.And(op.Equal(selected, zero), op.Greater(op.Reciprocal(selected), zero))
-    flip = op.CastLike(op.And(should_be_negative_zero, is_positive_zero), y)
-    one, two = op.CastLike(op.Constant(value_float=1.0), y), op.CastLike(op.Constant(value_float=2.0), y)
-    return op.Mul(selected, op.Sub(one, op.Mul(two, flip)))
+    return _negated_where(selected, op.And(should_be_negative_zero, is_positive_zero))
+
+
+def _negated_where(x, mask):
+    """-x where ``mask``, x elsewhere, without a Where: ``x * (1 - 2 mask)`` (exact: a
+    multiplication by ±1; -0 for +0, nan stays nan)."""
+    one, two = op.CastLike(op.Constant(value_float=1.0), x), op.CastLike(op.Constant(value_float=2.0), x)
+    return op.Mul(x, op.Sub(one, op.Mul(two, op.CastLike(mask, x))))
 
 
 def _is_negative_zero(x):
@@ -220,9 +227,9 @@ def log1p(x):
     one = op.CastLike(op.Constant(value_float=1.0), x)
     u = op.Add(one, x)
     log_u = op.Log(u)
-    result = op.Where(op.Equal(u, one), x, op.Div(op.Mul(x, log_u), op.Sub(u, one)))
+    result = where(op.Equal(u, one), x, op.Div(op.Mul(x, log_u), op.Sub(u, one)))
     saturated = op.Or(op.IsInf(u), op.Equal(u, op.CastLike(op.Constant(value_float=0.0), x)))
-    return op.Where(saturated, log_u, result)
+    return where(saturated, log_u, result)
 
 
 def atan2(y, x):
@@ -235,12 +242,13 @@ def atan2(y, x):
     zero = op.CastLike(op.Constant(value_float=0.0), y)
     half_turn = copysign(_constant_like(math.pi, y), y)
     base = op.Atan(op.Div(y, x))
-    result = op.Where(signbit(x), op.Add(base, half_turn), base)
+    result = where(signbit(x), op.Add(base, half_turn), base)
     both_zero = op.And(op.Equal(y, zero), op.Equal(x, zero))
-    result = op.Where(both_zero, op.Where(signbit(x), half_turn, y), result)
+    result = where(both_zero, where(signbit(x), half_turn, y), result)
+    # nonzero constants: a plain Where
     corner = op.Where(op.Greater(x, zero), _constant_like(math.pi / 4, y), _constant_like(3 * math.pi / 4, y))
     both_infinite = op.And(op.IsInf(y), op.IsInf(x))
-    return op.Where(both_infinite, copysign(corner, y), result)
+    return where(both_infinite, copysign(corner, y), result)
 
 
 def _constant_like(value: float, x):
