@@ -1,7 +1,7 @@
 """How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, one
-config change and one decomposition left out. The first four change how a real graph runs,
-never a value; the fifth keeps the values the rules compute, which Inductor's code generator
-would round away.
+config change, one decomposition left out and one code-generation change. The first four
+change how a real graph runs, never a value; the fifth keeps the values the rules compute,
+which Inductor's code generator would round away.
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
    (re, im) pairs stay vectorized.
@@ -9,7 +9,8 @@ would round away.
    through an ATen-fallback lowering registered explicitly.
 3. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
 4. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
-5. ``expm1`` on the CPU without cancellation near 0 (:class:`AccurateExpm1`).
+5. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
+   (:class:`AccurateExpm1`).
 
 About the third: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two trips through
@@ -45,7 +46,6 @@ from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import ops as _ops  # noqa: F401  (registers realify::cmul_pairs, which a pass rewrites)
-from ._expm1 import SERIES_BOUND, series_coefficients
 
 aten = torch.ops.aten
 
@@ -176,52 +176,55 @@ def _computed_by_inductor(x: Any) -> bool:
 
 
 class AccurateExpm1(CustomGraphPass):
-    """Post-grad pass: ``expm1`` on the CPU without cancellation near 0 (realify/_expm1.py).
+    """Vectorized CPU ``expm1`` without cancellation near 0.
 
-    Inductor's vectorized C++ code computes ``expm1(x)`` as ``exp(x) - 1`` (for speed; ATen's
-    own vectorized expm1 is accurate): compiled, ``sin(0.5 + 1e-8i)`` had imaginary part 0
-    instead of ``8.8e-9``. The pass routes each float32/float64 CPU ``expm1`` through
-    :func:`_series_expm1`, a lowering that writes out the series below ``ln(2)/2`` and keeps
-    Inductor's ``exp(x) - 1`` above, in the same fused kernel: one graph node, reading ``x``
-    once. It costs compile time where the kernel is large: the docs chain (four expm1 in one
-    kernel of about 280 ops) compiles cold in 23-27 s against 9-10 s without the pass,
-    whatever the number of series terms (1 to 8 measured the same); its run time did not
-    change measurably (13-14 ms). On other devices Inductor's expm1 is accurate already and
-    nothing changes.
+    Inductor's vectorized C++ writes ``expm1(x)`` as ``x.exp() - 1`` (for speed), which
+    cancels near 0: ``expm1(1e-8)`` came out 0 in float32, and compiled, ``sin(0.5 + 1e-8i)``
+    had imaginary part 0 instead of ``8.8e-9`` (complex ``sin``, ``cos``, ``sinh``, ``cosh``
+    and ``expm1`` need expm1 for their small parts). While realify's graphs are generated
+    (:func:`_realify_codegen`), Inductor writes ``x.expm1()`` instead: ATen's vector expm1
+    (Sleef's, within 1 ulp, the function eager's own vectorized ``torch.expm1`` calls), for
+    every dtype and vector width. Scalar code already calls ``std::expm1``.
+
+    The change is in code generation, not in the graph, so this pass leaves the graph as it
+    is: it is listed among the post-grad passes because its :meth:`uuid` is part of
+    Inductor's FX graph cache key, so that a real graph compiled by plain Inductor
+    (``exp(x) - 1``) and the same graph compiled by realify never share a cached kernel.
+
+    An earlier form wrote Taylor's series (realify/_expm1.py) into the kernel as Inductor IR:
+    as accurate (1.5 eps), about 5% faster on the docs chain (12.97 against 13.73 ms, one
+    process, alternating), but its ops were inlined into every consumer during code
+    generation, and the docs chain compiled cold in 32 s against 14 s with ATen's function.
     """
 
     def __call__(self, graph: fx.Graph) -> None:
-        for node in list(graph.nodes):
-            val = _fake_value(node)
-            if (node.op == "call_function" and node.target is aten.expm1.default
-                    and isinstance(val, torch.Tensor) and val.device.type == "cpu"
-                    and val.dtype in (torch.float32, torch.float64)):
-                node.target = _series_expm1
+        pass
 
     def uuid(self) -> Any:
-        return "realify.AccurateExpm1.v3"
+        return "realify.AccurateExpm1.v4: Vectorized::expm1"
 
 
-def _series_expm1(x: Any) -> Any:
-    """Inductor lowering (the FX node's target): expm1 by realify/_expm1.py's formula."""
-    from torch._inductor.lowering import make_pointwise
-    from torch._inductor.virtualized import ops
-
-    dtype = x.get_dtype()
-    inner, *coefficients = series_coefficients(dtype == torch.float64)
-
-    def formula(v: Any) -> Any:
-        series = ops.constant(inner, dtype)
-        for c in coefficients:
-            series = ops.add(ops.mul(v, series), ops.constant(c, dtype))
-        near_zero = ops.lt(ops.abs(v), ops.constant(SERIES_BOUND, dtype))
-        # above the bound Inductor's own expm1, exp(x) - 1, does not cancel
-        return ops.where(near_zero, ops.mul(v, series), ops.expm1(v))
-
-    return make_pointwise(formula)(x)
+def _vector_expm1(x: Any) -> str:
+    """C++ for a vectorized ``expm1``: ATen's accurate vector function."""
+    return f"{x}.expm1()"
 
 
-_series_expm1._inductor_lowering_function = True  # type: ignore[attr-defined]
+@contextlib.contextmanager
+def _accurate_vector_expm1() -> Iterator[None]:
+    """Inductor's C++ vector code calls ``Vectorized::expm1`` while in this context (in this
+    process: Inductor's experimental out-of-process code generation does not see it)."""
+    from torch._inductor import compile_fx
+    from torch._inductor.codegen.cpp import CppVecOverrides
+
+    if compile_fx.fx_compile_mode != compile_fx.FxCompileMode.NORMAL:
+        _warn_out_of_process(compile_fx.fx_compile_mode.name)
+
+    inductor_expm1 = CppVecOverrides.__dict__["expm1"]
+    CppVecOverrides.expm1 = staticmethod(_vector_expm1)
+    try:
+        yield
+    finally:
+        CppVecOverrides.expm1 = inductor_expm1
 
 
 # Inductor's CPU code generator runs a loop as scalar code when 12% or more of its loads and
@@ -278,22 +281,35 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
     patches = {**VECTORIZE_PAIRS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1()]}
     decompositions = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
-    return functools.partial(compile_fx, inner_compile=_without_complex_warning(compile_fx_inner),
+    return functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner),
                              config_patches=patches, decompositions=decompositions)
 
 
-def _without_complex_warning(inner_compile: Callable) -> Callable:
-    """Inductor warns once per process that it "does not support code generation for complex
-    operators" when it meets a complex value. The three ATen calls of the lowering above are
-    the only complex values in a realify graph, and deliberate, so the warning would mislead;
-    it is silenced while realify's graphs compile and stays armed for every other program."""
+@functools.lru_cache(maxsize=None)
+def _warn_out_of_process(mode: str) -> None:
+    warnings.warn(f"realify: Inductor generates code out of process (TORCHINDUCTOR_FX_COMPILE_MODE={mode}); "
+                  "its vectorized expm1 there is exp(x) - 1, which loses the small parts of complex "
+                  "sin/cos/sinh/cosh/expm1 near 0. Unset TORCHINDUCTOR_FX_COMPILE_MODE for full accuracy.",
+                  stacklevel=2)
+
+
+def _realify_codegen(inner_compile: Callable) -> Callable:
+    """Inductor's ``compile_fx_inner`` (which generates and compiles the code of one graph)
+    with two changes that hold while it runs, for realify's graphs only:
+
+    - vectorized ``expm1`` by ATen's accurate function (:class:`AccurateExpm1`);
+    - no warning that Inductor "does not support code generation for complex operators". It
+      warns once per process when it meets a complex value; the three ATen calls of the
+      pairs-product lowering above are the only complex values in a realify graph, and
+      deliberate, so the warning would mislead. It stays armed for every other program.
+    """
 
     @functools.wraps(inner_compile)
-    def compile_quietly(*args: Any, **kwargs: Any) -> Any:
-        with _complex_warning_silenced():
+    def compile_realify_graph(*args: Any, **kwargs: Any) -> Any:
+        with _complex_warning_silenced(), _accurate_vector_expm1():
             return inner_compile(*args, **kwargs)
 
-    return compile_quietly
+    return compile_realify_graph
 
 
 @contextlib.contextmanager
