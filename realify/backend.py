@@ -66,23 +66,38 @@ def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any
 
 
 class _Runtime:
-    """Calls the compiled real graph with complex inputs split and outputs merged."""
+    """Calls the compiled real graph with complex inputs split and outputs merged.
+
+    It runs on every call, so what can be decided once is: which inputs to split (and how),
+    which outputs to merge, and whether the outputs form a plain tuple (no pytree to rebuild).
+    With the split's own checks this took realify's per-call cost over plain ``torch.compile``
+    from 21 us to 16 us (the rotary embedding at its tiny size, medians of 5000 alternating
+    calls: realify 114 us, torch.compile 97 us, eager 46 us); the rest is the larger wrapper
+    Inductor generates for the pairs-product lowering's views."""
 
     def __init__(self, compiled: Callable, signature):
         self.compiled = compiled
         self.signature = signature
-        self.layouts = [signature.layout_of(i) for i in range(len(signature.input_complex))]
+        self.splits = [(i, signature.layout_of(i)) for i, c in enumerate(signature.input_complex) if c]
+        n = signature.num_user_outputs
+        self.merges = [i for i, c in enumerate(signature.output_complex[:n]) if c]
+        spec = signature.out_spec
+        self.plain_tuple = spec.type is tuple and all(child.is_leaf() for child in spec.children())
 
     def __call__(self, *args: Any) -> Any:
         sig = self.signature
-        flat = [_split(a, layout) if c else a for a, c, layout in zip(args, sig.input_complex, self.layouts)]
+        flat = list(args)
+        for i, layout in self.splits:
+            flat[i] = _split(flat[i], layout)
         outs = self.compiled(*flat)
         n = sig.num_user_outputs
-        user = [_merge(o) if c else o for o, c in zip(outs[:n], sig.output_complex[:n])]
+        user = list(outs[:n])
+        for i in self.merges:
+            user[i] = _merge(user[i])
         for i, new in zip(sig.mutated_inputs, outs[n:]):
             target = args[i]
             target.copy_(_merge(new) if target.dtype.is_complex else new)
-        return tree_unflatten(user, sig.out_spec)
+        return tuple(user) if self.plain_tuple else tree_unflatten(user, sig.out_spec)
 
 
 # Where a complex input enters the real graph as its own interleaved (re, im) pairs (a free
@@ -137,7 +152,9 @@ def _split(z: torch.Tensor, layout: str = "planar") -> torch.Tensor:
     interleaved input with stride-2 loads inside the Inductor kernel made the docs chain 2x
     slower overall (97 ms against 51 ms)."""
     if layout == "interleaved":
-        return torch.view_as_real(z.resolve_conj().resolve_neg())
+        if z.is_conj() or z.is_neg():
+            z = z.resolve_conj().resolve_neg()
+        return torch.view_as_real(z)
     return torch.stack([z.real, z.imag])
 
 
