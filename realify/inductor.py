@@ -54,31 +54,36 @@ class PairProductsToATen(CustomGraphPass):
     """Post-grad pass: ``realify::cmul_pairs`` -> ATen ``view_as_complex``/``mul``/``view_as_real``."""
 
     def __call__(self, graph: fx.Graph) -> None:
+        factors: dict[tuple[fx.Node, bool], fx.Node] = {}  # one complex view per operand, shared by its products
         for node in list(graph.nodes):
             if node.op == "call_function" and node.target is torch.ops.realify.cmul_pairs.default:
-                _lower(graph, node)
+                _lower(graph, node, factors)
 
     def uuid(self) -> Any:
         # part of Inductor's FX graph cache key: bump when the rewrite changes
-        return "realify.PairProductsToATen.v1"
+        return "realify.PairProductsToATen.v2"
 
 
-def _lower(graph: fx.Graph, node: fx.Node) -> None:
+def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
     a, b, conj_a, conj_b = node.args
     if not all(_contiguous_pairs(x) for x in (a, b)):
         return
     with graph.inserting_before(node):
-        za = _complex_factor(graph, a, conj_a)
-        zb = _complex_factor(graph, b, conj_b)
+        za = _complex_factor(graph, a, conj_a, factors)
+        zb = _complex_factor(graph, b, conj_b, factors)
         product = _call(graph, aten.mul.Tensor, za, zb)
         pairs = _call(graph, aten.view_as_real.default, product)
     node.replace_all_uses_with(pairs)
     graph.erase_node(node)
 
 
-def _complex_factor(graph: fx.Graph, pairs: fx.Node, conj: bool) -> fx.Node:
-    z = _call(graph, aten.view_as_complex.default, pairs)
-    return _call(graph, aten.conj_physical.default, z) if conj else z
+def _complex_factor(graph: fx.Graph, pairs: fx.Node, conj: bool, factors: dict) -> fx.Node:
+    """The complex view of ``pairs`` (conjugated if ``conj``), made once per graph: the rotary
+    embedding's frequency table is a factor of two products."""
+    if (pairs, conj) not in factors:  # made before its first product, so before every later one
+        z = _call(graph, aten.view_as_complex.default, pairs)
+        factors[pairs, conj] = _call(graph, aten.conj_physical.default, z) if conj else z
+    return factors[pairs, conj]
 
 
 def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
