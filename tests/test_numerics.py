@@ -68,12 +68,6 @@ EAGER_INCONSISTENT = {
     "sinc": (None, lambda z: z.abs() < 1e-6, False),
 }
 
-# realify bug outside this file's rules: _algebra.cdiv treats a divisor nan ± 0i as a zero
-# divisor (selects on max(|c|,|d|) == 0, and the nan fails |c| >= |d|), giving inf + nan i
-# where eager's division gives nan + nan i. It reaches reciprocal (pow(z, -1)) and sigmoid.
-CDIV_NAN_DIVISOR = {"sigmoid": _nan_real_zero_imag, "reciprocal": _nan_real_zero_imag}
-
-
 def run_eager(fn, *args):
     wrapped = [ComplexTensor.from_complex(a) if isinstance(a, torch.Tensor) and a.is_complex() else a
                for a in args]
@@ -120,7 +114,7 @@ def test_special_values(name, dtype, front_end):
 
 
 def _left_out(name, z, dtype):
-    """(inputs compared, compare signs?) for ``name``: all but EAGER_INCONSISTENT and CDIV_NAN_DIVISOR."""
+    """(inputs compared, compare signs?) for ``name``: all but EAGER_INCONSISTENT."""
     keep = torch.ones(z.shape, dtype=torch.bool)
     signs = True
     if name in EAGER_INCONSISTENT:
@@ -128,8 +122,6 @@ def _left_out(name, z, dtype):
         if only_dtype in (None, dtype):
             keep &= ~mask(z)
             signs = mask_signs
-    if name in CDIV_NAN_DIVISOR:
-        keep &= ~CDIV_NAN_DIVISOR[name](z)
     return keep, signs
 
 
@@ -182,8 +174,6 @@ def test_pow_scalar_exponent(exponent, dtype):
     # C library's cpow (exp(w log z), Annex G multiplication) otherwise
     z = special_values(dtype)
     keep = torch.ones(z.shape, dtype=torch.bool)
-    if exponent == -1:
-        keep &= ~CDIV_NAN_DIVISOR["reciprocal"](z)
     if exponent in (2, 2 + 0j) and dtype == torch.complex64:
         # eager's vectorized complex64 z*z uses fused multiply-adds: (0.7+0.7j)^2 has real part
         # 3.6e-9 there and exactly 0 in the plain product
@@ -206,6 +196,13 @@ def test_binary_special_values(name, dtype):
     b = torch.tensor([w for _ in vals for w in vals], dtype=dtype)
     fn = getattr(torch, name)
     expected = fn(a, b)
+    if name == "logaddexp" and dtype == torch.complex64:
+        # eager's complex64 logaddexp is nan where exp(min - max) is subnormal, e.g.
+        # logaddexp(0, -100 + 0.5i) = 3.3e-44 + 1.8e-44i (nan from no nan input); realify's
+        # value is compared with eager's complex128 result there
+        exact = fn(a.to(torch.complex128), b.to(torch.complex128)).to(dtype)
+        eager_wrong = expected.isnan() & ~a.isnan() & ~b.isnan() & ~exact.isnan()
+        expected = torch.where(eager_wrong, exact, expected)
     # complex64 pow: z^w with |Im w| = 100 amplifies the rounding of w log z (e^(100 arg z)),
     # which eager computes with glibc's float kernels: compare those few at 1e-4
     loose = (b.imag.abs() == 100) if name == "pow" and dtype == torch.complex64 else torch.zeros_like(a.real, dtype=torch.bool)
@@ -309,6 +306,37 @@ def test_addition_is_componentwise(name, dtype):
     assert_same_values(fn(a, b)[plain], componentwise[plain], dtype)
     for front_end in FRONT_ENDS.values():
         assert_same_values(front_end(fn, a, b), componentwise, dtype)
+
+
+@pytest.mark.parametrize("front_end", list(FRONT_ENDS))
+def test_division_accuracy_and_special_pairs(front_end):
+    """complex64 division (Smith's algorithm, realify/rules/_algebra.py cdiv) against a
+    complex128 reference: normwise relative error at most 1.5 eps on 200k normal pairs and on
+    200k pairs whose parts range over 2^-60..2^60 (measured 1.41 and 1.16 eps; eager's own
+    vectorized division 1.48 and 1.35; with a reciprocal multiplied in, as cdiv once did,
+    1.71 and 1.37). On every pair of the special-value table, nan and ±inf exactly where
+    eager has them."""
+    g = torch.Generator().manual_seed(0)
+    n = 200_000
+
+    def wide():
+        parts = torch.randn(n, 2, generator=g, dtype=torch.float64) * 2.0 ** torch.randint(-60, 61, (n, 2), generator=g)
+        return torch.complex(parts[:, 0], parts[:, 1]).to(torch.complex64)
+
+    normal = [torch.randn(n, dtype=torch.complex64, generator=g) for _ in range(2)]
+    for a, b in (normal, (wide(), wide())):
+        exact = a.to(torch.complex128) / b.to(torch.complex128)
+        error = (FRONT_ENDS[front_end](torch.div, a, b).to(torch.complex128) - exact).abs() / exact.abs()
+        assert error.max().item() <= 1.5 * torch.finfo(torch.float32).eps
+
+    for dtype in DTYPES:
+        z = special_values(dtype)
+        a, b = z.repeat_interleave(z.numel()), z.repeat(z.numel())
+        actual, expected = FRONT_ENDS[front_end](torch.div, a, b), a / b
+        for part in ("real", "imag"):
+            x, y = getattr(actual, part), getattr(expected, part)
+            assert torch.equal(x.isnan(), y.isnan()), f"{part}: nan where eager has none, or the reverse"
+            assert torch.equal(x == inf, y == inf) and torch.equal(x == -inf, y == -inf), f"{part}: infinities differ"
 
 
 def test_division_by_nan_real_part():

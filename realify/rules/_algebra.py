@@ -53,6 +53,9 @@ def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
     With |c| >= |d|:  r = d/c, s = c + d r,  result = ((a + b r) + (b - a r) i) / s
     otherwise:        r = c/d, s = d + c r,  result = ((a r + b) + (b r - a) i) / s
     c = d = 0 gives a/|c| + (b/|d|) i (inf or nan), as eager PyTorch does.
+    Both parts are divided by s (not multiplied by 1/s, one rounding less): normwise relative
+    error 1.41 eps in complex64 on random pairs, against 1.71 eps with the reciprocal and 1.48
+    for eager's own division (tests/test_numerics.py).
     Each branch is evaluated on safe operands so that unselected lanes never produce
     inf/nan that would poison gradients (the "double where" rule).
     """
@@ -72,9 +75,9 @@ def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
     small = torch.where(c_larger, d, c)
     both_zero = (c == 0) & (d == 0)
     ratio = small / torch.where(both_zero, 1.0, big)
-    scale = 1.0 / (big + small * ratio)
-    re = torch.where(c_larger, a + b * ratio, a * ratio + b) * scale
-    im = torch.where(c_larger, b - a * ratio, b * ratio - a) * scale
+    denominator = big + small * ratio
+    re = torch.where(c_larger, a + b * ratio, a * ratio + b) / denominator
+    im = torch.where(c_larger, b - a * ratio, b * ratio - a) / denominator
     # a / +0 is a * inf (±inf, or nan for a = ±0 or nan): a multiplication, not a division
     infinite = torch.where(both_zero, math.inf, 1.0)
     re = torch.where(both_zero, a * infinite, re)
