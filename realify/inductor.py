@@ -1,7 +1,7 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, one
-config change, one decomposition left out and one code-generation change. The first four
-change how a real graph runs, never a value; the fifth keeps the values the rules compute,
-which Inductor's code generator would round away.
+"""How the compile backend runs Inductor: ``compile_fx`` with two graph-rewriting post-grad
+passes, one config change, one decomposition left out and one code-generation change. The
+first four change how a real graph runs, never a value; the fifth keeps the values the rules
+compute, which Inductor's code generator would round away.
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
    (re, im) pairs stay vectorized.
