@@ -10,7 +10,8 @@ compute, which Inductor's code generator would round away.
 3. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
 4. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
 5. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
-   (:class:`AccurateExpm1`).
+   (:class:`AccurateExpm1`); :func:`accurate_expm1` gives it to programs Inductor compiles
+   outside the backend, such as :func:`realify.export`'s under AOTInductor.
 
 About the third: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two trips through
@@ -230,6 +231,34 @@ def _accurate_vector_expm1() -> Iterator[None]:
         yield
     finally:
         CppVecOverrides.expm1 = inductor_expm1
+
+
+@contextlib.contextmanager
+def accurate_expm1() -> Iterator[None]:
+    """Accurate vectorized ``expm1`` for programs Inductor compiles *outside* realify's backend.
+
+    realify's backend does this by itself. A real-only program from :func:`realify.export`
+    compiled by plain Inductor or AOTInductor gets Inductor's ``exp(x) - 1`` instead, and
+    loses the small parts of complex ``sin``, ``cos``, ``sinh``, ``cosh`` and ``expm1`` near
+    0 (``sin(0.5 + 1e-8i)`` compiles to imaginary part 0 there, for ``8.8e-9``). Compile
+    inside this context to get ATen's vector ``expm1`` (:class:`AccurateExpm1`)::
+
+        from realify.inductor import accurate_expm1
+
+        with accurate_expm1():
+            path = torch._inductor.aoti_compile_and_package(ep)
+
+    The code is generated while the context is open: ``torch.compile`` compiles on the first
+    call, so make that call inside it. The context also adds :class:`AccurateExpm1` to
+    Inductor's post-grad passes (after any already set), so that the kernels it compiles are
+    cached apart from plain Inductor's. Everything Inductor compiles in this process while
+    the context is open is affected.
+    """
+    from torch._inductor import config as inductor_config
+
+    passes = [*get_custom_graph_passes(inductor_config.post_grad_custom_post_pass), AccurateExpm1()]
+    with inductor_config.patch(post_grad_custom_post_pass=passes), _accurate_vector_expm1():
+        yield
 
 
 # Inductor's CPU code generator runs a loop as scalar code when 12% or more of its loads and
