@@ -32,6 +32,8 @@ Inner = str | Callable[[fx.GraphModule, list], Callable]
 def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner: Inner = "inductor",
                     strict: bool | None = None, **inner_options: Any) -> Callable:
     """Dynamo backend: decompose complex values, hand the real graph to ``inner``."""
+    if inner == "inductor":
+        inner_options = _inductor_config(inner_options)
     inner_fn = _resolve_inner(inner, inner_options)
     if not _has_complex(gm, example_inputs):
         return inner_fn(gm, list(example_inputs))
@@ -52,6 +54,22 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
     compiled = inner_fn(real_gm, real_examples)
     return _Runtime(compiled, signature)
+
+
+def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:
+    """The backend's keyword arguments as Inductor config patches.
+
+    ``torch.compile(fn, backend="realify", mode=..., options=...)`` hands ``mode`` and
+    ``options`` to the backend as keyword arguments; with Inductor inside they mean what they
+    mean for ``torch.compile``'s default backend: ``mode`` one of Inductor's presets
+    (``"max-autotune"``, ``"reduce-overhead"``, ...), ``options`` Inductor config keys. Other
+    keyword arguments (``realify.compile(inner_options=...)``) are Inductor config keys too.
+    torch.compile's own translation checks them, so an unknown key or a wrong type raises its
+    error naming the key (``Unexpected optimization option ...``)."""
+    options = dict(options)
+    mode = options.pop("mode", None)
+    keys = {**(options.pop("options", None) or {}), **options}
+    return torch._TorchCompileInductorWrapper(mode, keys, dynamic=None).config
 
 
 def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
@@ -207,7 +225,10 @@ def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bo
     ``"eager"`` (no compilation, for testing), the name of any registered dynamo backend, or
     a backend callable ``(gm, example_inputs) -> callable``. ``strict=True`` raises
     :class:`~realify.MissingRuleError` for ops without a rule instead of eager islands.
-    Other keyword arguments go to ``torch.compile`` (``dynamic``, ``fullgraph``, ...).
+    ``inner_options`` are the inner compiler's keyword arguments (for Inductor, config keys).
+    Other keyword arguments go to ``torch.compile`` (``dynamic``, ``fullgraph``, ``mode``,
+    ``options``, ...); under Inductor, ``mode`` and ``options`` mean what they mean for
+    ``torch.compile``'s default backend (:func:`_inductor_config`).
     """
     backend = functools.partial(realify_backend, inner=inner, strict=strict, **(inner_options or {}))
     functools.update_wrapper(backend, realify_backend)

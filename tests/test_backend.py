@@ -239,6 +239,38 @@ def test_strict_mode_names_the_op():
         realify.compile(f, inner="eager", strict=True)(torch.randn(3, 3, dtype=C64))
 
 
+@pytest.mark.parametrize("how", ["mode", "options", "inner_options"])
+def test_torch_compile_mode_and_options_reach_inductor(how, monkeypatch):
+    """torch.compile's mode= and options= mean for backend="realify" what they mean for
+    Inductor: its presets and config keys, in the config Inductor compiles the real graph
+    with; the program still matches eager."""
+    import realify.inductor
+
+    seen = []
+    compiler = realify.inductor.inductor_compiler
+    monkeypatch.setattr(realify.inductor, "inductor_compiler", lambda patches: seen.append(patches) or compiler(patches))
+    a, b = torch.randn(64, dtype=C64), torch.randn(64, dtype=C64)
+    if how == "mode":
+        fn = torch.compile(docs_example, backend="realify", mode="max-autotune-no-cudagraphs")
+    elif how == "options":
+        fn = torch.compile(docs_example, backend="realify", options={"max_autotune": True, "coordinate_descent_tuning": True})
+    else:
+        fn = realify.compile(docs_example, inner_options={"max_autotune": True, "coordinate_descent_tuning": True})
+    torch.testing.assert_close(fn(a, b), docs_example(a, b), rtol=1e-4, atol=1e-5)
+    assert seen and all(p.get("max_autotune") is True and p.get("coordinate_descent_tuning") is True for p in seen)
+    assert not any(key in p for p in seen for key in ("mode", "options"))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"options": {"no_such_option": 1}}, "Unexpected optimization option no_such_option"),
+    ({"mode": "fastest"}, "Unrecognized mode=fastest"),
+])
+def test_bad_compile_option_is_named(kwargs, message):
+    a = torch.randn(8, dtype=C64)
+    with pytest.raises(Exception, match=message):
+        torch.compile(torch.exp, backend="realify", **kwargs)(a)
+
+
 def test_config_patch_gemm_switch_recompiles_equal_results():
     a = torch.randn(16, 16, dtype=C64)
     b = torch.randn(16, 16, dtype=C64)
