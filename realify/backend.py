@@ -11,6 +11,7 @@ Inputs the program mutated in place are written back after each call.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -52,8 +53,12 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         log.warning("realify: %d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
-    compiled = inner_fn(real_gm, real_examples)
-    return _Runtime(compiled, signature)
+    # under autocast, the real graph already holds eager's casts (see decompose): the inner
+    # compiler must not add its own to the real ops of complex rules, at compile or run time
+    autocast = torch._C._is_any_autocast_enabled()
+    with torch._C._DisableAutocast() if autocast else contextlib.nullcontext():
+        compiled = inner_fn(real_gm, real_examples)
+    return _Runtime(compiled, signature, autocast_off=autocast)
 
 
 def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -93,9 +98,10 @@ class _Runtime:
     (realify.inductor) to 11 us: the rotary embedding at its tiny size, medians of 5000
     alternating calls, realify 107 us, torch.compile 96 us, eager 46 us."""
 
-    def __init__(self, compiled: Callable, signature):
+    def __init__(self, compiled: Callable, signature, autocast_off: bool = False):
         self.compiled = compiled
         self.signature = signature
+        self.autocast_off = autocast_off
         self.splits = [(i, signature.layout_of(i)) for i, c in enumerate(signature.input_complex) if c]
         n = signature.num_user_outputs
         self.merges = [i for i, c in enumerate(signature.output_complex[:n]) if c]
@@ -107,7 +113,11 @@ class _Runtime:
         flat = list(args)
         for i, layout in self.splits:
             flat[i] = _split(flat[i], layout)
-        outs = self.compiled(*flat)
+        if self.autocast_off:
+            with torch._C._DisableAutocast():
+                outs = self.compiled(*flat)
+        else:
+            outs = self.compiled(*flat)
         n = sig.num_user_outputs
         user = list(outs[:n])
         for i in self.merges:

@@ -275,7 +275,11 @@ def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs
             return user
         return user + [_leave(o, signature.output_layout) for o in mutated]
 
-    with fx_traceback.preserve_node_meta(), (enable_python_dispatcher() if _symbolic(boundary_inputs) else nullcontext()):
+    # Autocast is off here: the functional graph already holds every cast autocast makes in
+    # eager (it was traced under the caller's autocast state), and it makes none for complex
+    # ops, so the real ops of their rules must keep their dtypes, as eager's complex kernels do.
+    with fx_traceback.preserve_node_meta(), torch._C._DisableAutocast(), \
+            (enable_python_dispatcher() if _symbolic(boundary_inputs) else nullcontext()):
         planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
     # values nothing reads (placeholders a rule made for unread outputs, see
     # realify.rules.unused_outputs) go; random ops stay, so the random stream stays eager's
