@@ -149,7 +149,9 @@ class ComplexCallAdapter(torch.nn.Module):
     Complex input tensors are passed as ``torch.view_as_real`` (a view when the tensor is
     contiguous, otherwise one copy); real ``(..., 2)`` outputs that were complex come back as
     ``torch.view_as_complex`` views, in the program's original dtype. Inputs the program
-    mutates are written back.
+    mutates are written back. The program runs with autocast off: under autocast its real
+    GEMMs, which stand for complex ones, would be cast to half precision, where eager leaves
+    complex ops alone.
 
     The signature lives in ``ep.graph_module.meta``, which ``torch.export.save`` does not keep:
     for a loaded program, pass the one of the original (``ComplexCallAdapter(ep).signature``).
@@ -168,7 +170,8 @@ class ComplexCallAdapter(torch.nn.Module):
             raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")
         real = [_to_real(x, sig.real_dtype(x.dtype)) if d is not None else x for x, d in zip(flat, sig.inputs)]
         real_args, real_kwargs = tree_unflatten(real, spec)
-        out = self.program(*real_args, **real_kwargs)
+        with torch._C._DisableAutocast():  # see the class docstring
+            out = self.program(*real_args, **real_kwargs)
         for i in sig.mutated_inputs:
             if sig.inputs[i] is not None and not _same_memory(real[i], flat[i]):
                 flat[i].copy_(torch.view_as_complex(real[i]).to(flat[i].dtype))
