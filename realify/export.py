@@ -210,7 +210,11 @@ class _FunctionModule(torch.nn.Module):
 
     def __init__(self, fn: Callable):
         super().__init__()
-        self.forward = fn
+        try:
+            inspect.signature(fn)
+            self.forward = fn
+        except (TypeError, ValueError):  # a builtin such as torch.matmul: no signature to keep
+            self.forward = lambda *args, **kwargs: fn(*args, **kwargs)
 
 
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
