@@ -29,7 +29,7 @@ import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
-from torch._ops import OpOverload
+from torch._ops import HigherOrderOperator, OpOverload
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_symbols
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
@@ -404,6 +404,13 @@ class PlanarInterpreter(fx.Interpreter):
                 if self.on_missing is not None:
                     return self.on_missing(target, args, kwargs, self.current, err.detail)
                 raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else err.detail) from None
+        if isinstance(target, HigherOrderOperator) and self._touches_complex(args, kwargs):
+            # control flow (torch.cond, while_loop, ...) on complex values: its branches would
+            # need decomposing as graphs of their own, which realify does not do yet
+            detail = "control flow on complex values: realify does not decompose its branches yet"
+            if self.on_missing is not None:
+                return self.on_missing(target, args, kwargs, self.current, detail)
+            raise MissingRuleError(target, where=_where(self.current), detail=detail)
         return super().call_function(target, args, kwargs)
 
     def _touches_complex(self, args, kwargs) -> bool:

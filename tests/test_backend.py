@@ -300,6 +300,26 @@ def test_autocast_casts_real_ops_only(inner):
     torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-5)
 
 
+def test_control_flow_on_complex_values_is_an_island_or_a_named_error():
+    """torch.cond on complex values: an eager island (both branches match eager), a
+    MissingRuleError naming cond in strict mode and in export."""
+    def program(z):
+        return torch.cond(z.real.sum() > 0, lambda z: z * 2j, lambda z: z.conj() * 3, (z,)).exp()
+
+    z = torch.randn(8, dtype=C64)
+    z = z - z.real.mean() + 0.5  # real parts sum to 4: z takes the first branch, -z the second
+    with pytest.warns(UserWarning, match="cond has no planar rule.*control flow"):
+        compiled = torch.compile(program, backend="realify")
+        results = [(compiled(w), program(w)) for w in (z, -z)]
+    for actual, expected in results:
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="no rule for cond.*control flow"):
+        realify.compile(program, strict=True)(z)
+    with pytest.raises(realify.MissingRuleError, match="cond"):
+        realify.export(program, (z,))
+
+
 def test_config_patch_gemm_switch_recompiles_equal_results():
     a = torch.randn(16, 16, dtype=C64)
     b = torch.randn(16, 16, dtype=C64)
