@@ -39,6 +39,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     if not _has_complex(gm, example_inputs):
         return inner_fn(gm, list(example_inputs))
     strict = config.strict if strict is None else strict
+    gm, lifted = _lift_tensor_attributes(gm, example_inputs)
+    example_inputs = [*example_inputs, *lifted]
     trace_inputs = _trace_inputs(gm, example_inputs)
     all_pairs = (inner == "inductor" and _inductor_reads_pairs_fast(inner_options)) or _reads_storage(gm)
     layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
@@ -58,7 +60,50 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     autocast = torch._C._is_any_autocast_enabled()
     with torch._C._DisableAutocast() if autocast else contextlib.nullcontext():
         compiled = inner_fn(real_gm, real_examples)
-    return _Runtime(compiled, signature, autocast_off=autocast)
+    return _Runtime(compiled, signature, autocast_off=autocast, lifted=lifted)
+
+
+def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
+    """A copy of ``gm`` whose last inputs are the tensors ``gm`` reads as attributes, and those
+    tensors (``gm`` itself, and no tensors, where there are none; dynamo's own graph is left as
+    it is, dynamo reads it after the backend returns).
+
+    Dynamo hands some tensors over as attributes of the graph (``get_attr``), not inputs: a
+    compiled optimizer step's parameters and state, which it marks static. Read as constants,
+    their complex values would be split once, at compile time, and go stale; written in place
+    (``p.add_(...)``), they cannot be functionalized at all. As inputs, passed by the runtime on
+    every call, they are read fresh, and in-place writes to them are written back like writes
+    to any input. Each new input keeps dynamo's fake value of the attribute."""
+    if not any(n.op == "get_attr" and isinstance(_attribute(gm, n.target), torch.Tensor) for n in gm.graph.nodes):
+        return gm, []
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    gm = fx.GraphModule(gm, graph)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    anchor = placeholders[-1] if placeholders else None
+    fake_mode = torch._guards.detect_fake_mode(list(example_inputs))
+    lifted = []
+    for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
+        value = _attribute(gm, node.target)
+        if not isinstance(value, torch.Tensor):
+            continue
+        with gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(next(iter(gm.graph.nodes))):
+            anchor = gm.graph.placeholder(node.name)
+        anchor.meta = dict(node.meta)
+        if "example_value" not in anchor.meta and fake_mode is not None:
+            anchor.meta["example_value"] = fake_mode.from_tensor(value, static_shapes=True)
+        node.replace_all_uses_with(anchor)
+        gm.graph.erase_node(node)
+        lifted.append(value)
+    gm.recompile()
+    return gm, lifted
+
+
+def _attribute(gm: fx.GraphModule, target: str) -> Any:
+    value = gm
+    for name in target.split("."):
+        value = getattr(value, name)
+    return value
 
 
 def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -98,10 +143,11 @@ class _Runtime:
     (realify.inductor) to 11 us: the rotary embedding at its tiny size, medians of 5000
     alternating calls, realify 107 us, torch.compile 96 us, eager 46 us."""
 
-    def __init__(self, compiled: Callable, signature, autocast_off: bool = False):
+    def __init__(self, compiled: Callable, signature, autocast_off: bool = False, lifted: Sequence[torch.Tensor] = ()):
         self.compiled = compiled
         self.signature = signature
         self.autocast_off = autocast_off
+        self.lifted = tuple(lifted)  # tensors dynamo gave as graph attributes (_lift_tensor_attributes)
         self.splits = [(i, signature.layout_of(i)) for i, c in enumerate(signature.input_complex) if c]
         n = signature.num_user_outputs
         self.merges = [i for i, c in enumerate(signature.output_complex[:n]) if c]
@@ -110,6 +156,8 @@ class _Runtime:
 
     def __call__(self, *args: Any) -> Any:
         sig = self.signature
+        if self.lifted:
+            args = (*args, *self.lifted)
         flat = list(args)
         for i, layout in self.splits:
             flat[i] = _split(flat[i], layout)

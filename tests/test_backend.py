@@ -320,6 +320,37 @@ def test_control_flow_on_complex_values_is_an_island_or_a_named_error():
         realify.export(program, (z,))
 
 
+@pytest.mark.parametrize("make_optimizer", [
+    lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.1),
+    lambda params: torch.optim.Adam(params, lr=0.05),
+    lambda params: torch.optim.AdamW(params, lr=0.05, foreach=True),
+], ids=["sgd", "adam", "adamw-foreach"])
+def test_compiled_optimizer_step_on_complex_parameters(make_optimizer):
+    """A compiled optimizer step (dynamo hands parameters and state over as graph attributes,
+    read and written in place) updates complex parameters as eager's step does, step after
+    step: the attributes are inputs on every call, never constants of the first."""
+    import copy
+
+    model = nn.Linear(8, 8, dtype=C64)
+    reference = copy.deepcopy(model)
+    optimizer, reference_optimizer = make_optimizer(model.parameters()), make_optimizer(reference.parameters())
+    step = torch.compile(optimizer.step, backend="realify")
+    x = torch.randn(4, 8, dtype=C64)
+    for _ in range(3):
+        model(x).abs().sum().backward()
+        step()
+        optimizer.zero_grad()
+        reference(x).abs().sum().backward()
+        reference_optimizer.step()
+        reference_optimizer.zero_grad()
+    # atol 2e-5: a compiled Adam step computes its update in another order than eager's
+    # foreach kernels; torch.compile's default step differs from eager's exactly as much as
+    # realify's does (largest differences after 3 steps, seeds 0-2: 2.8e-6, 4.3e-6, 6.9e-6
+    # for both), so the bound is the compiled optimizer's, not realify's
+    for actual, expected in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=2e-5)
+
+
 def test_config_patch_gemm_switch_recompiles_equal_results():
     a = torch.randn(16, 16, dtype=C64)
     b = torch.randn(16, 16, dtype=C64)
