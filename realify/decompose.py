@@ -364,7 +364,10 @@ def _resolve_lazy_bits(gm: fx.GraphModule, signature: Signature) -> None:
 class _RouteComplexCreation(TorchDispatchMode):
     """While planarizing, an op that would *create* a complex tensor from real arguments (a
     complex ``dtype=``, a Python complex scalar) — called by a rule or by a PyTorch
-    decomposition, not by the graph itself — goes through the rule table too."""
+    decomposition, not by the graph itself — goes through the rule table too. Higher-order
+    operators (the real ``cond`` of :meth:`PlanarInterpreter._planar_cond`) pass through."""
+
+    supports_higher_order_operators = True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -404,14 +407,43 @@ class PlanarInterpreter(fx.Interpreter):
                 if self.on_missing is not None:
                     return self.on_missing(target, args, kwargs, self.current, err.detail)
                 raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else err.detail) from None
+        if target is torch.ops.higher_order.cond and self._touches_complex(args, kwargs):
+            return self._planar_cond(*args, **kwargs)
         if isinstance(target, HigherOrderOperator) and self._touches_complex(args, kwargs):
-            # control flow (torch.cond, while_loop, ...) on complex values: its branches would
-            # need decomposing as graphs of their own, which realify does not do yet
-            detail = "control flow on complex values: realify does not decompose its branches yet"
+            # other control flow (while_loop, scan, map, ...) on complex values: its bodies
+            # would need decomposing as graphs of their own, as cond's branches are
+            detail = "control flow on complex values: realify decomposes torch.cond only"
             if self.on_missing is not None:
                 return self.on_missing(target, args, kwargs, self.current, detail)
             raise MissingRuleError(target, where=_where(self.current), detail=detail)
         return super().call_function(target, args, kwargs)
+
+    def _planar_cond(self, pred: Any, true_graph: fx.GraphModule, false_graph: fx.GraphModule,
+                     operands: Sequence[Any]) -> list[Any]:
+        """``torch.cond`` on complex values as a real ``cond``: each complex operand passes as
+        its two parts, each branch is planarized like the graph itself (nested conds too), and
+        each complex result comes back from its two parts.
+
+        cond forbids operands that alias one another and results that alias operands; the
+        parts of one complex value usually share a storage (views of one interleaved input),
+        so the parts passed in and out are copies."""
+        kinds = [isinstance(x, ComplexTensor) for x in operands]
+        parts = [p.clone() for x in operands for p in ((x.re, x.im) if isinstance(x, ComplexTensor) else (x,))]
+        result_kinds: list[list[bool]] = []
+
+        def planar_branch(graph: fx.GraphModule) -> Callable:
+            def branch(*branch_parts):
+                it = iter(branch_parts)
+                values = [ComplexTensor(next(it), next(it)) if c else next(it) for c in kinds]
+                results = PlanarInterpreter(graph, self.on_missing).run(*values)
+                result_kinds.append([isinstance(r, ComplexTensor) for r in results])
+                return tuple(p.clone(memory_format=torch.contiguous_format) for r in results
+                             for p in ((r.re, r.im) if isinstance(r, ComplexTensor) else (r,)))
+            return branch
+
+        flat = torch.ops.higher_order.cond(pred, planar_branch(true_graph), planar_branch(false_graph), tuple(parts))
+        it = iter(flat)
+        return [ComplexTensor(next(it), next(it)) if c else next(it) for c in result_kinds[0]]
 
     def _touches_complex(self, args, kwargs) -> bool:
         for leaf in tree_leaves((args, kwargs)):

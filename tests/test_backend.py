@@ -300,24 +300,43 @@ def test_autocast_casts_real_ops_only(inner):
     torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-5)
 
 
-def test_control_flow_on_complex_values_is_an_island_or_a_named_error():
-    """torch.cond on complex values: an eager island (both branches match eager), a
-    MissingRuleError naming cond in strict mode and in export."""
+@pytest.mark.parametrize("inner", ["inductor", "eager"])
+def test_cond_on_complex_values_decomposes(inner):
+    """torch.cond on complex values becomes a real cond (strict mode: no eager island): both
+    branches and their gradients match eager, and so does the exported program."""
     def program(z):
         return torch.cond(z.real.sum() > 0, lambda z: z * 2j, lambda z: z.conj() * 3, (z,)).exp()
 
     z = torch.randn(8, dtype=C64)
     z = z - z.real.mean() + 0.5  # real parts sum to 4: z takes the first branch, -z the second
-    with pytest.warns(UserWarning, match="cond has no planar rule.*control flow"):
-        compiled = torch.compile(program, backend="realify")
-        results = [(compiled(w), program(w)) for w in (z, -z)]
-    for actual, expected in results:
+    compiled = realify.compile(program, inner=inner, strict=True)
+    for w in (z, -z):
+        w = w.clone().requires_grad_()
+        actual, expected = compiled(w), program(w)
         torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+        (grad,) = torch.autograd.grad(actual.abs().sum(), w)
+        (eager_grad,) = torch.autograd.grad(expected.abs().sum(), w)
+        torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-5)
+    adapter = realify.ComplexCallAdapter(realify.export(program, (z,)))
+    for w in (z, -z):
+        torch.testing.assert_close(adapter(w), program(w), rtol=1e-5, atol=1e-6)
+
+
+def test_other_control_flow_on_complex_values_is_an_island_or_a_named_error():
+    """while_loop on complex values: an eager island equal to eager, a MissingRuleError naming
+    it in strict mode."""
+    from torch._higher_order_ops import while_loop
+
+    def program(z):
+        return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j)), (torch.tensor(0), z))[1]
+
+    z = torch.randn(4, dtype=C64)
+    with pytest.warns(UserWarning, match="while_loop has no planar rule.*control flow"):
+        actual = torch.compile(program, backend="realify")(z)
+    torch.testing.assert_close(actual, program(z), rtol=1e-5, atol=1e-6)
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="no rule for cond.*control flow"):
+    with pytest.raises(Exception, match="no rule for while_loop.*control flow"):
         realify.compile(program, strict=True)(z)
-    with pytest.raises(realify.MissingRuleError, match="cond"):
-        realify.export(program, (z,))
 
 
 @pytest.mark.parametrize("make_optimizer", [
