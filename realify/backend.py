@@ -83,18 +83,20 @@ def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -
     anchor = placeholders[-1] if placeholders else None
     fake_mode = torch._guards.detect_fake_mode(list(example_inputs))
     lifted = []
+    inputs: dict[str, fx.Node] = {}  # one input per attribute, however many nodes read it
     for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
         value = _attribute(gm, node.target)
         if not isinstance(value, torch.Tensor):
             continue
-        with gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(next(iter(gm.graph.nodes))):
-            anchor = gm.graph.placeholder(node.name)
-        anchor.meta = dict(node.meta)
-        if "example_value" not in anchor.meta and fake_mode is not None:
-            anchor.meta["example_value"] = fake_mode.from_tensor(value, static_shapes=True)
-        node.replace_all_uses_with(anchor)
+        if node.target not in inputs:
+            with gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(next(iter(gm.graph.nodes))):
+                anchor = inputs[node.target] = gm.graph.placeholder(node.name)
+            anchor.meta = dict(node.meta)
+            if "example_value" not in anchor.meta and fake_mode is not None:
+                anchor.meta["example_value"] = fake_mode.from_tensor(value, static_shapes=True)
+            lifted.append(value)
+        node.replace_all_uses_with(inputs[node.target])
         gm.graph.erase_node(node)
-        lifted.append(value)
     gm.recompile()
     return gm, lifted
 
