@@ -1,4 +1,5 @@
-"""Hermitian eigenvalues and singular values through the real embedding (realify/rules/spectra.py)."""
+"""Hermitian eigenvalues and singular values (realify/rules/spectra.py) and the matrix
+exponential (realify/rules/linalg.py) through the real embedding."""
 
 from __future__ import annotations
 
@@ -116,6 +117,35 @@ def test_ground_state_energy_gradients_match_eager():
     # theory bounds the gradient error by ~ n u ||H_k|| / gap, far below 1e-9
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(got_grad, expected_grad, rtol=1e-9, atol=1e-9)
+    assert {"forward", "backward"} <= rec.kinds() and real_only(rec)
+
+
+def test_time_evolution_by_matrix_exp_matches_eager():
+    # psi(t) = exp(-i t H(theta)) psi0 for a 4-qubit Hamiltonian (16 x 16), and the gradient
+    # of <psi(t)| Z_0 |psi(t)> with respect to theta: real-only graphs forward and backward.
+    # complex128: the real exponential of E(-i t H), a 32 x 32 matrix of the same 2-norm, and
+    # eager's complex one are both scaling-and-squaring Pade/Taylor; measured 8e-16 apart in
+    # value and 2e-16 in gradient at ||t H||_2 = 0.77 and 15.3 (the bounds leave 1000x room)
+    torch.manual_seed(0)
+    n, k = 16, 3
+    herm = [(lambda m: (m + m.mH) / 4)(torch.randn(n, n, dtype=torch.complex128)) for _ in range(k + 1)]
+    psi0 = torch.nn.functional.normalize(torch.randn(n, dtype=torch.complex128), dim=0)
+    z0 = torch.tensor([1.0] * (n // 2) + [-1.0] * (n // 2), dtype=torch.float64)
+
+    def expectation(theta, t):
+        H = herm[0] + sum(th * h for th, h in zip(theta, herm[1:]))
+        psi = torch.linalg.matrix_exp(-1j * t * H) @ psi0
+        return (psi.abs() ** 2 * z0).sum()
+
+    theta = torch.randn(k, dtype=torch.float64, requires_grad=True)
+    fn, rec = compiled(expectation)
+    for t in (0.1, 2.0):
+        expected = expectation(theta, t)
+        (expected_grad,) = torch.autograd.grad(expected, theta)
+        got = fn(theta, t)
+        (got_grad,) = torch.autograd.grad(got, theta)
+        torch.testing.assert_close(got, expected, rtol=1e-11, atol=1e-11)
+        torch.testing.assert_close(got_grad, expected_grad, rtol=1e-10, atol=1e-10)
     assert {"forward", "backward"} <= rec.kinds() and real_only(rec)
 
 
