@@ -124,8 +124,8 @@ def test_time_evolution_by_matrix_exp_matches_eager():
     # psi(t) = exp(-i t H(theta)) psi0 for a 4-qubit Hamiltonian (16 x 16), and the gradient
     # of <psi(t)| Z_0 |psi(t)> with respect to theta: real-only graphs forward and backward.
     # complex128: the real exponential of E(-i t H), a 32 x 32 matrix of the same 2-norm, and
-    # eager's complex one are both scaling-and-squaring Pade/Taylor; measured 8e-16 apart in
-    # value and 2e-16 in gradient at ||t H||_2 = 0.77 and 15.3 (the bounds leave 1000x room)
+    # eager's complex one run the same Taylor scaling-and-squaring algorithm; measured 8e-16
+    # apart in value and 2e-16 in gradient at ||t H||_2 = 0.77 and 15.3 (bounds: 1000x that)
     torch.manual_seed(0)
     n, k = 16, 3
     herm = [(lambda m: (m + m.mH) / 4)(torch.randn(n, n, dtype=torch.complex128)) for _ in range(k + 1)]
