@@ -409,10 +409,12 @@ class PlanarInterpreter(fx.Interpreter):
                 raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else err.detail) from None
         if target is torch.ops.higher_order.cond and self._touches_complex(args, kwargs):
             return self._planar_cond(*args, **kwargs)
+        if target is torch.ops.higher_order.while_loop and self._touches_complex(args, kwargs):
+            return self._planar_while_loop(*args, **kwargs)
         if isinstance(target, HigherOrderOperator) and self._touches_complex(args, kwargs):
-            # other control flow (while_loop, scan, map, ...) on complex values: its bodies
-            # would need decomposing as graphs of their own, as cond's branches are
-            detail = "control flow on complex values: realify decomposes torch.cond only"
+            # other control flow (scan, map, ...) on complex values: its bodies would need
+            # planarizing as graphs of their own, as cond's branches and while_loop's body are
+            detail = "control flow on complex values: realify decomposes cond and while_loop only"
             if self.on_missing is not None:
                 return self.on_missing(target, args, kwargs, self.current, detail)
             raise MissingRuleError(target, where=_where(self.current), detail=detail)
@@ -421,35 +423,62 @@ class PlanarInterpreter(fx.Interpreter):
     def _planar_cond(self, pred: Any, true_graph: fx.GraphModule, false_graph: fx.GraphModule,
                      operands: Sequence[Any]) -> list[Any]:
         """``torch.cond`` on complex values as a real ``cond``: each complex operand passes as
-        its two parts, each branch is planarized like the graph itself (nested conds too), and
-        each complex result comes back from its two parts.
-
-        cond forbids operands that alias one another and results that alias operands; the
-        parts of one complex value usually share a storage (views of one interleaved input),
-        so the parts passed in and out are copies."""
-        kinds = [isinstance(x, ComplexTensor) for x in operands]
-        parts = [p.clone() for x in operands for p in ((x.re, x.im) if isinstance(x, ComplexTensor) else (x,))]
+        its two parts, each branch is planarized like the graph itself (nested control flow
+        too), and each complex result comes back from its two parts."""
+        kinds = _kinds(operands)
         result_kinds: list[list[bool]] = []
+        branches = [self._planar_subgraph(g, kinds, result_kinds) for g in (true_graph, false_graph)]
+        flat = torch.ops.higher_order.cond(pred, *branches, tuple(_as_parts(operands)))
+        return _from_parts(flat, result_kinds[0])
 
-        def planar_branch(graph: fx.GraphModule) -> Callable:
-            def branch(*branch_parts):
-                it = iter(branch_parts)
-                values = [ComplexTensor(next(it), next(it)) if c else next(it) for c in kinds]
-                results = PlanarInterpreter(graph, self.on_missing).run(*values)
-                result_kinds.append([isinstance(r, ComplexTensor) for r in results])
-                return tuple(p.clone(memory_format=torch.contiguous_format) for r in results
-                             for p in ((r.re, r.im) if isinstance(r, ComplexTensor) else (r,)))
-            return branch
+    def _planar_while_loop(self, cond_graph: fx.GraphModule, body_graph: fx.GraphModule,
+                           carried: Sequence[Any], additional: Sequence[Any]) -> list[Any]:
+        """``while_loop`` on complex values as a real ``while_loop``, carried and additional
+        values passing as parts, as for :meth:`_planar_cond`."""
+        kinds = _kinds([*carried, *additional])
+        carried_parts = _as_parts(carried)
+        condition = self._planar_subgraph(cond_graph, kinds, [], as_parts=False)
+        body = self._planar_subgraph(body_graph, kinds, [])
+        flat = torch.ops.higher_order.while_loop(condition, body, tuple(carried_parts), tuple(_as_parts(additional)))
+        return _from_parts(flat, _kinds(carried))
 
-        flat = torch.ops.higher_order.cond(pred, planar_branch(true_graph), planar_branch(false_graph), tuple(parts))
-        it = iter(flat)
-        return [ComplexTensor(next(it), next(it)) if c else next(it) for c in result_kinds[0]]
+    def _planar_subgraph(self, graph: fx.GraphModule, kinds: list[bool], result_kinds: list[list[bool]],
+                         as_parts: bool = True) -> Callable:
+        """A branch or loop body of control flow as a function of real parts: it rebuilds the
+        complex values, planarizes ``graph`` on them and returns its results as parts (noting
+        which were complex in ``result_kinds``), or as they are where ``as_parts`` is off (a
+        loop condition's boolean)."""
+        def run(*parts):
+            results = PlanarInterpreter(graph, self.on_missing).run(*_from_parts(parts, kinds))
+            if not as_parts:
+                return results
+            result_kinds.append(_kinds(results))
+            return tuple(_as_parts(results))
+        return run
 
     def _touches_complex(self, args, kwargs) -> bool:
         for leaf in tree_leaves((args, kwargs)):
             if isinstance(leaf, (ComplexTensor, complex)) or (isinstance(leaf, torch.dtype) and leaf.is_complex):
                 return True
         return any(_is_complex(v) for v in tree_leaves(self.current.meta.get("val")))
+
+
+# Control flow's operands and results as real parts. cond and while_loop forbid operands that
+# alias one another and results that alias operands, and the parts of one complex value
+# usually share a storage (views of one interleaved input), so the parts are copies; while_loop
+# also wants its body's results laid out as its carried values, hence contiguous ones.
+def _kinds(values: Sequence[Any]) -> list[bool]:
+    return [isinstance(v, ComplexTensor) for v in values]
+
+
+def _as_parts(values: Sequence[Any]) -> list[Any]:
+    return [p.clone(memory_format=torch.contiguous_format) if isinstance(p, torch.Tensor) else p
+            for v in values for p in ((v.re, v.im) if isinstance(v, ComplexTensor) else (v,))]
+
+
+def _from_parts(parts: Sequence[Any], kinds: Sequence[bool]) -> list[Any]:
+    it = iter(parts)
+    return [ComplexTensor(next(it), next(it)) if c else next(it) for c in kinds]
 
 
 def _unused_outputs(node: fx.Node) -> frozenset[int]:

@@ -322,20 +322,38 @@ def test_cond_on_complex_values_decomposes(inner):
         torch.testing.assert_close(adapter(w), program(w), rtol=1e-5, atol=1e-6)
 
 
-def test_other_control_flow_on_complex_values_is_an_island_or_a_named_error():
-    """while_loop on complex values: an eager island equal to eager, a MissingRuleError naming
-    it in strict mode."""
+@pytest.mark.parametrize("inner", ["inductor", "eager"])
+def test_while_loop_on_complex_values_decomposes(inner):
+    """while_loop with a complex carried value and a complex closed-over one becomes a real
+    while_loop (strict mode: no eager island), in compile and export."""
     from torch._higher_order_ops import while_loop
 
-    def program(z):
-        return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j)), (torch.tensor(0), z))[1]
+    def program(z, w):
+        return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j) + w), (torch.tensor(0), z))[1]
 
-    z = torch.randn(4, dtype=C64)
-    with pytest.warns(UserWarning, match="while_loop has no planar rule.*control flow"):
+    z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
+    torch.testing.assert_close(realify.compile(program, inner=inner, strict=True)(z, w), program(z, w), rtol=1e-5, atol=1e-6)
+    adapter = realify.ComplexCallAdapter(realify.export(program, (z, w)))
+    torch.testing.assert_close(adapter(z, w), program(z, w), rtol=1e-5, atol=1e-6)
+
+
+def test_other_control_flow_on_complex_values_is_an_island_or_a_named_error():
+    """scan on complex values: an eager island equal to eager, a MissingRuleError naming it in
+    strict mode."""
+    from torch._higher_order_ops.scan import scan
+
+    def program(z):
+        def step(carry, x):
+            new = carry * x + 1
+            return new, new.clone()
+        return scan(step, z[0], z[1:])[1]
+
+    z = torch.randn(5, 3, dtype=C64)
+    with pytest.warns(UserWarning, match="scan has no planar rule.*control flow"):
         actual = torch.compile(program, backend="realify")(z)
     torch.testing.assert_close(actual, program(z), rtol=1e-5, atol=1e-6)
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="no rule for while_loop.*control flow"):
+    with pytest.raises(Exception, match="no rule for scan.*control flow"):
         realify.compile(program, strict=True)(z)
 
 
