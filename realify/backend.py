@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import operator
 import time
 from typing import Any, Callable, Sequence
 
@@ -74,38 +75,29 @@ def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -
     (``p.add_(...)``), they cannot be functionalized at all. As inputs, passed by the runtime on
     every call, they are read fresh, and in-place writes to them are written back like writes
     to any input. Each new input keeps dynamo's fake value of the attribute."""
-    if not any(n.op == "get_attr" and isinstance(_attribute(gm, n.target), torch.Tensor) for n in gm.graph.nodes):
+    attributes = [n for n in gm.graph.nodes if n.op == "get_attr" and isinstance(operator.attrgetter(n.target)(gm), torch.Tensor)]
+    if not attributes:
         return gm, []
-    graph = fx.Graph()
-    graph.output(graph.graph_copy(gm.graph, {}))
-    gm = fx.GraphModule(gm, graph)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    graph, copies = fx.Graph(), {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     anchor = placeholders[-1] if placeholders else None
     fake_mode = torch._guards.detect_fake_mode(list(example_inputs))
     lifted = []
     inputs: dict[str, fx.Node] = {}  # one input per attribute, however many nodes read it
-    for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
-        value = _attribute(gm, node.target)
-        if not isinstance(value, torch.Tensor):
-            continue
+    for original in attributes:
+        node = copies[original]
         if node.target not in inputs:
-            with gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(next(iter(gm.graph.nodes))):
-                anchor = inputs[node.target] = gm.graph.placeholder(node.name)
+            value = operator.attrgetter(node.target)(gm)
+            with graph.inserting_after(anchor) if anchor is not None else graph.inserting_before(next(iter(graph.nodes))):
+                anchor = inputs[node.target] = graph.placeholder(node.name)
             anchor.meta = dict(node.meta)
             if "example_value" not in anchor.meta and fake_mode is not None:
                 anchor.meta["example_value"] = fake_mode.from_tensor(value, static_shapes=True)
             lifted.append(value)
         node.replace_all_uses_with(inputs[node.target])
-        gm.graph.erase_node(node)
-    gm.recompile()
-    return gm, lifted
-
-
-def _attribute(gm: fx.GraphModule, target: str) -> Any:
-    value = gm
-    for name in target.split("."):
-        value = getattr(value, name)
-    return value
+        graph.erase_node(node)
+    return fx.GraphModule(gm, graph), lifted
 
 
 def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:

@@ -436,10 +436,9 @@ class PlanarInterpreter(fx.Interpreter):
         """``while_loop`` on complex values as a real ``while_loop``, carried and additional
         values passing as parts, as for :meth:`_planar_cond`."""
         kinds = _kinds([*carried, *additional])
-        carried_parts = _as_parts(carried)
         condition = self._planar_subgraph(cond_graph, kinds, [], as_parts=False)
         body = self._planar_subgraph(body_graph, kinds, [])
-        flat = torch.ops.higher_order.while_loop(condition, body, tuple(carried_parts), tuple(_as_parts(additional)))
+        flat = torch.ops.higher_order.while_loop(condition, body, tuple(_as_parts(carried)), tuple(_as_parts(additional)))
         return _from_parts(flat, _kinds(carried))
 
     def _planar_subgraph(self, graph: fx.GraphModule, kinds: list[bool], result_kinds: list[list[bool]],
