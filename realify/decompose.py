@@ -29,6 +29,8 @@ import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
+from torch._functorch import predispatch
+from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch._ops import HigherOrderOperator, OpOverload
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_symbols
@@ -38,6 +40,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves
 
 from ._dtypes import real_dtype
 from .errors import ComplexLeakError, MissingRuleError
+from .ops import fusion_barrier
 from .rules import apply_rule, outputs_unused
 from .tensor import ComplexTensor
 
@@ -148,7 +151,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
     holder: dict[str, Any] = {}
 
     def flat_program(*args):
-        result = fx.Interpreter(program).run(*args) if isinstance(program, fx.GraphModule) else program(*args)
+        result = _DynamoGraphRunner(program).run(*args) if isinstance(program, fx.GraphModule) else program(*args)
         flat, holder["spec"] = tree_flatten(result)
         return flat
 
@@ -183,6 +186,58 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         output_layout="complex",
     )
     return traced, signature
+
+
+class _DynamoGraphRunner(fx.Interpreter):
+    """Runs dynamo's graph inside realify's functionalizing trace. Three kinds of node need
+    more than a call:
+
+    - functorch transforms inside the program (``torch.vmap``, ``torch.func.grad``; also
+      ``associative_scan``'s generic mode, which dynamo inlines as a vmap of its combine
+      function): dynamo numbered their levels with no transform outside them, and
+      ``torch.func.functionalize`` is itself one, so each level moves up by the depth of the
+      transforms the trace runs under (otherwise functorch's internal assert
+      ``layer.key() == TransformType::Functionalize`` fails);
+    - ``invoke_subgraph`` (a ``torch.compiler.nested_compile_region``), which functionalizing
+      it here does not support: its graph runs inline;
+    - ``associative_scan`` as a higher-order op (its ``pointwise`` mode), which
+      functionalization has no rule for: it runs as the log-depth sequence of ordinary ops
+      its eager kernel runs (combine neighbouring pairs, recurse on the half, combine back:
+      2 log2(n) calls of the combine function).
+
+    Either way the complex combine of a linear recurrence (``(a1 a2, a2 b1 + b2)``, as in LRU
+    and S5 models) planarizes like any other code and compiles into fused real kernels."""
+
+    # functorch's level arguments, by position
+    _LEVEL_ARG = {
+        predispatch._add_batch_dim: 2,
+        predispatch._remove_batch_dim: 1,
+        predispatch._unwrap_for_grad: 1,
+        torch._C._functorch._wrap_for_grad: 1,
+        torch._C._functorch._unwrap_for_grad: 1,
+    }
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.level_offset = torch._C._functorch.maybe_current_level() or 0
+        return super().run(*args, **kwargs)
+
+    def call_function(self, target, args, kwargs):
+        position = self._LEVEL_ARG.get(target)
+        if position is not None and self.level_offset:
+            args = (*args[:position], args[position] + self.level_offset, *args[position + 1:])
+        if target is torch.ops.higher_order.invoke_subgraph:
+            # a nested_compile_region: inlined (compiled with its callers, not once for all)
+            subgraph, _identifier, *operands = args
+            return _DynamoGraphRunner(subgraph).run(*operands)
+        if target is torch.ops.higher_order.associative_scan:
+            combine_fn, xs, additional = args
+            return generic_associative_scan(combine_fn, list(xs), dim=0, additional_inputs=tuple(additional))
+        result = super().call_function(target, args, kwargs)
+        if target is predispatch._remove_batch_dim and args[1] == self.level_offset + 1:
+            # the result of an outermost vmap (each step of a log-depth scan): stored, not
+            # inlined into its readers (realify/ops.py, "fusion barrier")
+            return fusion_barrier(result)
+        return result
 
 
 _INPLACE_VIEWS = {
@@ -411,10 +466,15 @@ class PlanarInterpreter(fx.Interpreter):
             return self._planar_cond(*args, **kwargs)
         if target is torch.ops.higher_order.while_loop and self._touches_complex(args, kwargs):
             return self._planar_while_loop(*args, **kwargs)
+        if target is torch.ops.higher_order.scan and self._touches_complex(args, kwargs):
+            return self._planar_scan(*args, **kwargs)
+        if target is torch.ops.higher_order.map_impl and self._touches_complex(args, kwargs):
+            return self._planar_map(*args, **kwargs)
         if isinstance(target, HigherOrderOperator) and self._touches_complex(args, kwargs):
-            # other control flow (scan, map, ...) on complex values: its bodies would need
-            # planarizing as graphs of their own, as cond's branches and while_loop's body are
-            detail = "control flow on complex values: realify decomposes cond and while_loop only"
+            # other higher-order ops on complex values: their bodies would need planarizing as
+            # graphs of their own, as those of the four above are
+            detail = ("higher-order op on complex values: realify decomposes cond, while_loop, scan and map, and "
+                      "inlines associative_scan and nested_compile_region, only")
             if self.on_missing is not None:
                 return self.on_missing(target, args, kwargs, self.current, detail)
             raise MissingRuleError(target, where=_where(self.current), detail=detail)
@@ -440,6 +500,23 @@ class PlanarInterpreter(fx.Interpreter):
         body = self._planar_subgraph(body_graph, kinds, [])
         flat = torch.ops.higher_order.while_loop(condition, body, tuple(_as_parts(carried)), tuple(_as_parts(additional)))
         return _from_parts(flat, _kinds(carried))
+
+    def _planar_scan(self, combine_graph: fx.GraphModule, init: Sequence[Any], xs: Sequence[Any],
+                     additional: Sequence[Any]) -> list[Any]:
+        """``scan`` on complex values as a real ``scan``: the carry, the scanned sequences (each
+        part scans along the same leading dimension) and the closed-over values pass as parts;
+        the results are the final carry and the stacked per-step outputs, as in eager."""
+        result_kinds: list[list[bool]] = []
+        combine = self._planar_subgraph(combine_graph, _kinds([*init, *xs, *additional]), result_kinds)
+        flat = torch.ops.higher_order.scan(combine, _as_parts(init), _as_parts(xs), _as_parts(additional))
+        return _from_parts(flat, result_kinds[0])
+
+    def _planar_map(self, body_graph: fx.GraphModule, xs: Sequence[Any], args: Sequence[Any]) -> list[Any]:
+        """``torch._higher_order_ops.map`` on complex values as a real ``map`` over parts."""
+        result_kinds: list[list[bool]] = []
+        body = self._planar_subgraph(body_graph, _kinds([*xs, *args]), result_kinds)
+        flat = torch.ops.higher_order.map_impl(body, _as_parts(xs), _as_parts(args))
+        return _from_parts(flat, result_kinds[0])
 
     def _planar_subgraph(self, graph: fx.GraphModule, kinds: list[bool], result_kinds: list[list[bool]],
                          as_parts: bool = True) -> Callable:
@@ -478,6 +555,20 @@ def _as_parts(values: Sequence[Any]) -> list[Any]:
 def _from_parts(parts: Sequence[Any], kinds: Sequence[bool]) -> list[Any]:
     it = iter(parts)
     return [ComplexTensor(next(it), next(it)) if c else next(it) for c in kinds]
+
+
+def strip_fusion_barriers(gm: fx.GraphModule) -> None:
+    """Remove ``realify::fusion_barrier`` nodes (each reader reads the value itself): only
+    Inductor knows the op; export and other inner compilers get standard ops only."""
+    for module in gm.modules():  # control flow's branches and bodies too
+        if not isinstance(module, fx.GraphModule):
+            continue
+        barriers = module.graph.find_nodes(op="call_function", target=fusion_barrier._opoverload)
+        for node in barriers:
+            node.replace_all_uses_with(node.args[0])
+            module.graph.erase_node(node)
+        if barriers:
+            module.recompile()
 
 
 def _unused_outputs(node: fx.Node) -> frozenset[int]:

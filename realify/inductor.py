@@ -46,7 +46,7 @@ from torch._inductor.custom_graph_pass import CustomGraphPass, get_custom_graph_
 from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from . import ops as _ops  # noqa: F401  (registers realify::cmul_pairs, which a pass rewrites)
+from . import ops as _ops  # registers realify::cmul_pairs (which a pass rewrites) and fusion_barrier
 
 aten = torch.ops.aten
 
@@ -285,8 +285,9 @@ def reads_pairs_fast(config_patches: dict[str, Any]) -> bool:
 KEEP_AS_ATEN = (torch.ops.aten.unfold_backward.default,)
 
 
-def _register_aten_fallbacks() -> None:
-    """Give each op of :data:`KEEP_AS_ATEN` Inductor's ATen-fallback lowering, explicitly.
+def _register_lowerings() -> None:
+    """Give each op of :data:`KEEP_AS_ATEN` Inductor's ATen-fallback lowering, explicitly, and
+    ``realify::fusion_barrier`` its lowering (a stored buffer).
 
     Left to Inductor, an op that reaches it undecomposed gets an implicit fallback, which
     raises ``make_fallback(...): a decomposition exists`` whenever the ``CI`` environment
@@ -302,6 +303,14 @@ def _register_aten_fallbacks() -> None:
         if op not in lowering.lowerings:
             lowering.make_fallback(op, layout_constraint=lowering.require_contiguous, warn=False,
                                    override_decomp=True)
+    if _ops.fusion_barrier._opoverload not in lowering.lowerings:
+        lowering.register_lowering(_ops.fusion_barrier._opoverload, type_promotion_kind=None)(_stored)
+
+
+def _stored(x: Any) -> Any:
+    """``realify::fusion_barrier``: the value itself, held in a buffer of its own."""
+    x.realize()
+    return x
 
 
 def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
@@ -311,7 +320,7 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._inductor.decomposition import select_decomp_table
 
-    _register_aten_fallbacks()
+    _register_lowerings()
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
     patches = {**VECTORIZE_PAIRS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1()]}
     decompositions = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
@@ -335,15 +344,33 @@ def _realify_codegen(inner_compile: Callable) -> Callable:
     - no warning that Inductor "does not support code generation for complex operators". It
       warns once per process when it meets a complex value; the three ATen calls of the
       pairs-product lowering above are the only complex values in a realify graph, and
-      deliberate, so the warning would mislead. It stays armed for every other program.
+      deliberate, so the warning would mislead. It stays armed for every other program;
+    - scalar outputs allowed in the graph's fake mode, so that ``scan`` and ``map`` (also the
+      real ones that planarizing complex ones makes) compile: Inductor rewrites them into a
+      ``while_loop`` that reads its step as a Python integer (``.item()``), which otherwise
+      fails ("DataDependentOutputException: aten._local_scalar_dense") for every program,
+      complex or not, unless dynamo's ``capture_scalar_outputs`` was on.
     """
 
     @functools.wraps(inner_compile)
-    def compile_realify_graph(*args: Any, **kwargs: Any) -> Any:
-        with _complex_warning_silenced(), _accurate_vector_expm1():
-            return inner_compile(*args, **kwargs)
+    def compile_realify_graph(gm: fx.GraphModule, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        with _complex_warning_silenced(), _accurate_vector_expm1(), _scalar_outputs_allowed(example_inputs):
+            return inner_compile(gm, example_inputs, *args, **kwargs)
 
     return compile_realify_graph
+
+
+@contextlib.contextmanager
+def _scalar_outputs_allowed(example_inputs: Any) -> Iterator[None]:
+    mode = torch._guards.detect_fake_mode(example_inputs)
+    if mode is None or mode.allow_scalar_outputs:
+        yield
+        return
+    mode.allow_scalar_outputs = True
+    try:
+        yield
+    finally:
+        mode.allow_scalar_outputs = False
 
 
 @contextlib.contextmanager

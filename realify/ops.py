@@ -14,6 +14,7 @@ model's training step: 57 ms planar against 76 ms reading pairs).
 - ``realify::fft_r2c(x, dim, normalization, onesided) -> (re, im)``       (aten._fft_r2c)
 - ``realify::fft_c2r(x, dim, normalization, last_dim_size) -> real``      (aten._fft_c2r)
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
+- ``realify::fusion_barrier(x) -> x``         (a value Inductor stores rather than recomputes)
 
 ``dim`` counts the dimensions of the complex value (the trailing pair dimension excluded) and
 ``normalization`` is aten's code: 0 none, 1 by 1/sqrt(n), 2 by 1/n (whatever the direction).
@@ -33,7 +34,7 @@ import torch
 
 aten = torch.ops.aten
 
-__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "cmul_pairs"]
+__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "cmul_pairs", "fusion_barrier"]
 
 
 def _as_pairs(x: torch.Tensor) -> torch.Tensor:
@@ -232,3 +233,27 @@ def _cmul_pairs_backward(ctx, grad):
 
 
 cmul_pairs.register_autograd(_cmul_pairs_backward, setup_context=_cmul_pairs_setup)
+
+
+# ---- fusion barrier -------------------------------------------------------------------------
+# Inductor inlines a pointwise value into every reader of it, up to thresholds on reads and
+# op counts. A log-depth scan (associative_scan, 2 log2(n) combine steps, each step reading
+# the previous one's result twice) makes each inlined value twice as large per level: its
+# code generation grew from 18 s at n = 32 to 390 s at n = 256 on a linear recurrence. The
+# results of a vmapped function (each combine step) pass through this op, which Inductor
+# lowers to a stored buffer (realify/inductor.py) and every other consumer drops
+# (decompose.strip_fusion_barriers).
+
+
+@torch.library.custom_op("realify::fusion_barrier", mutates_args=())
+def fusion_barrier(x: torch.Tensor) -> torch.Tensor:
+    # the value of x, as a tensor of its own
+    return x.clone()
+
+
+@fusion_barrier.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+fusion_barrier.register_autograd(lambda ctx, grad: grad)

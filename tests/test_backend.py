@@ -14,12 +14,7 @@ from backend_support import RecordingInner
 C64, C128 = torch.complex64, torch.complex128
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 from realify.bench.workloads import docs_chain as docs_example  # atan(cos(a*b) / sin(a+b))
@@ -298,63 +293,6 @@ def test_autocast_casts_real_ops_only(inner):
     (grad,) = torch.autograd.grad(complex_out.abs().sum(), z)
     (eager_grad,) = torch.autograd.grad(eager_complex.abs().sum(), z)
     torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("inner", ["inductor", "eager"])
-def test_cond_on_complex_values_decomposes(inner):
-    """torch.cond on complex values becomes a real cond (strict mode: no eager island): both
-    branches and their gradients match eager, and so does the exported program."""
-    def program(z):
-        return torch.cond(z.real.sum() > 0, lambda z: z * 2j, lambda z: z.conj() * 3, (z,)).exp()
-
-    z = torch.randn(8, dtype=C64)
-    z = z - z.real.mean() + 0.5  # real parts sum to 4: z takes the first branch, -z the second
-    compiled = realify.compile(program, inner=inner, strict=True)
-    for w in (z, -z):
-        w = w.clone().requires_grad_()
-        actual, expected = compiled(w), program(w)
-        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
-        (grad,) = torch.autograd.grad(actual.abs().sum(), w)
-        (eager_grad,) = torch.autograd.grad(expected.abs().sum(), w)
-        torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-5)
-    adapter = realify.ComplexCallAdapter(realify.export(program, (z,)))
-    for w in (z, -z):
-        torch.testing.assert_close(adapter(w), program(w), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("inner", ["inductor", "eager"])
-def test_while_loop_on_complex_values_decomposes(inner):
-    """while_loop with a complex carried value and a complex closed-over one becomes a real
-    while_loop (strict mode: no eager island), in compile and export."""
-    from torch._higher_order_ops import while_loop
-
-    def program(z, w):
-        return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j) + w), (torch.tensor(0), z))[1]
-
-    z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
-    torch.testing.assert_close(realify.compile(program, inner=inner, strict=True)(z, w), program(z, w), rtol=1e-5, atol=1e-6)
-    adapter = realify.ComplexCallAdapter(realify.export(program, (z, w)))
-    torch.testing.assert_close(adapter(z, w), program(z, w), rtol=1e-5, atol=1e-6)
-
-
-def test_other_control_flow_on_complex_values_is_an_island_or_a_named_error():
-    """scan on complex values: an eager island equal to eager, a MissingRuleError naming it in
-    strict mode."""
-    from torch._higher_order_ops.scan import scan
-
-    def program(z):
-        def step(carry, x):
-            new = carry * x + 1
-            return new, new.clone()
-        return scan(step, z[0], z[1:])[1]
-
-    z = torch.randn(5, 3, dtype=C64)
-    with pytest.warns(UserWarning, match="scan has no planar rule.*control flow"):
-        actual = torch.compile(program, backend="realify")(z)
-    torch.testing.assert_close(actual, program(z), rtol=1e-5, atol=1e-6)
-    torch._dynamo.reset()
-    with pytest.raises(Exception, match="no rule for scan.*control flow"):
-        realify.compile(program, strict=True)(z)
 
 
 @pytest.mark.parametrize("make_optimizer", [

@@ -16,6 +16,10 @@ import onnxruntime as ort
 import pytest
 import torch
 import torch.nn as nn
+from torch._higher_order_ops import while_loop
+from torch._higher_order_ops.associative_scan import associative_scan
+from torch._higher_order_ops.map import map as hop_map
+from torch._higher_order_ops.scan import scan
 from torch.export import Dim
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 
@@ -83,6 +87,30 @@ def rotary(q, k, freqs):
     return apply_rotary_emb(q, k, freqs)
 
 
+def both_branches(z):
+    """torch.cond with opposite predicates: one call takes each branch, whatever z is."""
+    def branches(pred):
+        return torch.cond(pred, lambda z: z * 2j, lambda z: z.conj().exp(), (z,))
+    return branches(z.real.sum() > 0) + branches(z.real.sum() <= 0)
+
+
+def powers(z, w):
+    return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j) + w), (torch.tensor(0), z))[1]
+
+
+def scan_recurrence(z, w):
+    return scan(lambda c, x: (c * x + w, ((c * x + w).abs(), c * x)), z[0], z[1:])
+
+
+def parallel_recurrence(a, b):
+    """h_t = a_t h_(t-1) + b_t as associative_scan's log-depth combine of (a, b) pairs."""
+    return associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]), (a, b), dim=0, combine_mode="generic")[1]
+
+
+def mapped(z, w):
+    return hop_map(lambda x, w: (x * w).exp(), z, w)
+
+
 @dataclasses.dataclass
 class Case:
     program: Callable
@@ -107,6 +135,13 @@ CASES = {
     "fft_complex128": Case(fft_all_norms, lambda: (randc(4, 6, dtype=C128),)),
     "mixed_real_complex": Case(mixed, lambda: (randc(3, 4), torch.randn(3, 4), torch.randn(4, 2)[:, 0]), onnx=True),
     "nested_io": Case(nested, lambda: ({"z": randc(5), "pair": (randc(5), randc(5))},), onnx=True),
+    # control flow: ONNX If, Loop and Scan
+    "cond": Case(both_branches, lambda: (randc(6),), onnx=True),
+    "while_loop": Case(powers, lambda: (randc(4), randc(4)), onnx=True),
+    "scan": Case(scan_recurrence, lambda: (randc(7, 3), randc(3)), onnx=True),
+    "associative_scan": Case(parallel_recurrence, lambda: (0.5 * randc(11, 3), randc(11, 3)), onnx=True),
+    # not to ONNX: torch.onnx has no translation of map (a real map fails there too)
+    "map": Case(mapped, lambda: (randc(5, 3), randc(3))),
 }
 
 

@@ -9,6 +9,7 @@ import torch
 from . import register
 from ._planar import complex_like, make_complex, pairs_of, parts, partwise
 from .._dtypes import real_dtype
+from ..ops import fusion_barrier
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -44,7 +45,8 @@ def neg_view(self):
     return ComplexTensor(-re, -im)
 
 
-for _op in (aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default):
+# each part through the op: detach, copy, a fusion barrier (realify/ops.py)
+for _op in (aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default, fusion_barrier._opoverload):
     register(_op)(partwise(_op))
 
 
