@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch._higher_order_ops.associative_scan import associative_scan
 
 C64 = torch.complex64
 
@@ -30,7 +31,7 @@ __all__ = [
     "docs_chain", "complex_gemm",
     "rotary_freqs", "apply_rotary_emb", "rotary_loss",
     "SpectralConv2d", "FNOBlock",
-    "S4DKernel", "S4DConv",
+    "S4DKernel", "S4DConv", "LRU",
     "ModReLU", "Cardioid", "ComplexCNN",
     "STFTMaskModel",
     "QuantumCircuit",
@@ -144,6 +145,37 @@ class S4DConv(nn.Module):
         u_f = torch.fft.rfft(u, n=2 * L)
         y = torch.fft.irfft(u_f * k_f, n=2 * L)[..., :L]
         return y + u * self.D.unsqueeze(-1)
+
+
+# --------------------------------------------------------------------------- LRU
+class LRU(nn.Module):
+    """Linear Recurrent Unit (Orvieto et al., 2023): ``x_t = lam * x_(t-1) + gamma * (B u_t)``
+    with a learned complex diagonal ``lam = exp(-exp(nu) + i exp(theta_log))`` (|lam| in
+    [r_min, r_max] at initialization), ``y_t = Re(C x_t) + D * u_t``. The recurrence runs as a
+    parallel (log-depth) ``associative_scan`` of ``(a, b)`` pairs under the combine
+    ``(a1, b1) . (a2, b2) = (a1 a2, a2 b1 + b2)``."""
+
+    def __init__(self, H: int, N: int, r_min: float = 0.9, r_max: float = 0.999):
+        super().__init__()
+        u1, u2 = torch.rand(N), torch.rand(N)
+        self.nu_log = nn.Parameter(torch.log(-0.5 * torch.log(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2)))
+        self.theta_log = nn.Parameter(torch.log(u2 * 2 * math.pi))
+        modulus = torch.exp(-torch.exp(self.nu_log.detach()))
+        self.gamma_log = nn.Parameter(torch.log(torch.sqrt(1 - modulus ** 2)))
+        self.B = nn.Parameter(torch.randn(N, H, dtype=C64) / math.sqrt(2 * H))
+        self.C = nn.Parameter(torch.randn(H, N, dtype=C64) / math.sqrt(N))
+        self.D = nn.Parameter(torch.randn(H))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:  # u: (batch, L, H) real
+        lam = torch.polar(torch.exp(-torch.exp(self.nu_log)), torch.exp(self.theta_log))
+        bu = (u.to(self.B.dtype) @ self.B.T) * torch.exp(self.gamma_log)
+        x = associative_scan(_linear_recurrence_step, (lam.expand_as(bu), bu), dim=1, combine_mode="generic")[1]
+        return (x @ self.C.T).real + u * self.D
+
+
+def _linear_recurrence_step(left, right):
+    (a1, b1), (a2, b2) = left, right
+    return a1 * a2, a2 * b1 + b2
 
 
 # --------------------------------------------------------------------------- complex CNN
@@ -352,6 +384,14 @@ def _build_s4d(batch: int, H: int, N: int, L: int, train: bool):
     return LossWrapper(model, F.mse_loss), (u, torch.randn(batch, H, L))
 
 
+def _build_lru(batch: int, L: int, H: int, N: int, train: bool):
+    model = LRU(H, N)
+    u = torch.randn(batch, L, H)
+    if not train:
+        return model, (u,)
+    return LossWrapper(model, F.mse_loss), (u, torch.randn(batch, L, H))
+
+
 def _build_cnn(batch: int, train: bool):
     model = ComplexCNN()
     x = torch.randn(batch, 1, 28, 28, dtype=C64)
@@ -399,6 +439,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("s4d", "S4D kernel (complex Vandermonde) and FFT long convolution", _build_s4d,
              {"tiny": dict(batch=2, H=4, N=8, L=32), "small": dict(batch=4, H=64, N=64, L=1024),
               "large": dict(batch=16, H=256, N=64, L=4096)}, trainable=True, gemm=True),
+    Workload("lru", "Linear Recurrent Unit: complex diagonal recurrence as a parallel associative_scan", _build_lru,
+             {"tiny": dict(batch=2, L=16, H=8, N=8), "small": dict(batch=4, L=1024, H=64, N=64),
+              "large": dict(batch=16, L=4096, H=256, N=256)}, trainable=True, gemm=True),
     Workload("cnn", "complex CNN: 2 complex Conv2d, modReLU, cardioid, complex Linear, |z| logits", _build_cnn,
              {"tiny": dict(batch=2), "small": dict(batch=32), "large": dict(batch=256)}, trainable=True, gemm=True),
     Workload("stft-mask", "STFT -> real conv net -> bounded complex mask -> iSTFT", _build_stft,
