@@ -206,7 +206,10 @@ class _DynamoGraphRunner(fx.Interpreter):
       2 log2(n) calls of the combine function).
 
     Either way the complex combine of a linear recurrence (``(a1 a2, a2 b1 + b2)``, as in LRU
-    and S5 models) planarizes like any other code and compiles into fused real kernels."""
+    and S5 models) planarizes like any other code and compiles into fused real kernels. The
+    results of each outermost vmap, and of each such combine step, pass through
+    ``realify::fusion_barrier`` (realify/ops.py): Inductor stores them rather than inlining
+    a log-depth scan's levels into one another."""
 
     # functorch's level arguments, by position
     _LEVEL_ARG = {
@@ -231,7 +234,9 @@ class _DynamoGraphRunner(fx.Interpreter):
             return _DynamoGraphRunner(subgraph).run(*operands)
         if target is torch.ops.higher_order.associative_scan:
             combine_fn, xs, additional = args
-            return generic_associative_scan(combine_fn, list(xs), dim=0, additional_inputs=tuple(additional))
+            def stored_step(*operands):
+                return [fusion_barrier(x) for x in tree_leaves(combine_fn(*operands))]
+            return generic_associative_scan(stored_step, list(xs), dim=0, additional_inputs=tuple(additional))
         result = super().call_function(target, args, kwargs)
         if target is predispatch._remove_batch_dim and args[1] == self.level_offset + 1:
             # the result of an outermost vmap (each step of a log-depth scan): stored, not

@@ -208,3 +208,28 @@ def test_other_higher_order_ops_are_islands_or_named_errors():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="no rule for foreach_map.*higher-order op"):
         realify.compile(program, strict=True)(xs, ys)
+
+
+def test_associative_scan_as_a_higher_order_op():
+    """associative_scan's pointwise mode (CUDA only) reaches realify as the higher-order op
+    itself: a graph calling it directly decomposes into the log-depth steps, each stored
+    (realify::fusion_barrier), and its values match eager's generic scan."""
+    import torch.fx as fx
+    from realify.decompose import strip_fusion_barriers
+
+    combine = fx.symbolic_trace(lambda a1, b1, a2, b2: (a1 * a2, a2 * b1 + b2))
+    graph = fx.Graph()
+    a, b = graph.placeholder("a"), graph.placeholder("b")
+    scanned = graph.call_function(torch.ops.higher_order.associative_scan, (graph.get_attr("combine"), [a, b], []))
+    graph.output(scanned)
+    program = fx.GraphModule({"combine": combine}, graph)
+
+    a, b = 0.5 * torch.randn(13, 3, dtype=C64), torch.randn(13, 3, dtype=C64)
+    real = realify.decompose(program, (a, b))
+    barrier = torch.ops.realify.fusion_barrier.default
+    assert len(real.graph.find_nodes(op="call_function", target=barrier)) > 0
+    expected = associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]), (a, b), dim=0, combine_mode="generic")
+    assert_all_close(real(a, b), expected, rtol=1e-5, atol=1e-6)
+    strip_fusion_barriers(real)
+    assert not real.graph.find_nodes(op="call_function", target=barrier)
+    assert_all_close(real(a, b), expected, rtol=1e-5, atol=1e-6)

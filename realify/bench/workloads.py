@@ -350,6 +350,13 @@ def _to(x: Any, device: torch.device) -> Any:
     return x.detach().to(device).requires_grad_(x.requires_grad)
 
 
+def _mse_variant(model: nn.Module, x: torch.Tensor, train: bool):
+    """``model`` on ``x``; for training, its MSE loss against a random target shaped like ``x``."""
+    if not train:
+        return model, (x,)
+    return LossWrapper(model, F.mse_loss), (x, torch.randn(x.shape))
+
+
 def _build_docs_chain(n: int, train: bool):
     return docs_chain, (torch.randn(n, dtype=C64), torch.randn(n, dtype=C64))
 
@@ -369,27 +376,15 @@ def _build_rotary(batch: int, seq: int, heads: int, dim: int, train: bool):
 
 
 def _build_fno(batch: int, channels: int, grid: int, modes: int, train: bool):
-    model = FNOBlock(channels, modes)
-    x = torch.randn(batch, channels, grid, grid)
-    if not train:
-        return model, (x,)
-    return LossWrapper(model, F.mse_loss), (x, torch.randn(batch, channels, grid, grid))
+    return _mse_variant(FNOBlock(channels, modes), torch.randn(batch, channels, grid, grid), train)
 
 
 def _build_s4d(batch: int, H: int, N: int, L: int, train: bool):
-    model = S4DConv(H, N)
-    u = torch.randn(batch, H, L)
-    if not train:
-        return model, (u,)
-    return LossWrapper(model, F.mse_loss), (u, torch.randn(batch, H, L))
+    return _mse_variant(S4DConv(H, N), torch.randn(batch, H, L), train)
 
 
 def _build_lru(batch: int, L: int, H: int, N: int, train: bool):
-    model = LRU(H, N)
-    u = torch.randn(batch, L, H)
-    if not train:
-        return model, (u,)
-    return LossWrapper(model, F.mse_loss), (u, torch.randn(batch, L, H))
+    return _mse_variant(LRU(H, N), torch.randn(batch, L, H), train)
 
 
 def _build_cnn(batch: int, train: bool):
@@ -401,11 +396,7 @@ def _build_cnn(batch: int, train: bool):
 
 
 def _build_stft(batch: int, samples: int, n_fft: int, hop: int, train: bool):
-    model = STFTMaskModel(n_fft, hop)
-    wave = torch.randn(batch, samples)
-    if not train:
-        return model, (wave,)
-    return LossWrapper(model, F.mse_loss), (wave, torch.randn(batch, samples))
+    return _mse_variant(STFTMaskModel(n_fft, hop), torch.randn(batch, samples), train)
 
 
 def _build_quantum(batch: int, qubits: int, layers: int, train: bool):
