@@ -23,7 +23,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
 from . import config
-from .decompose import decompose, strip_fusion_barriers
+from .decompose import decompose
 from .islands import island_call, islands_in
 
 log = logging.getLogger("realify")
@@ -47,11 +47,9 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
-                        on_missing=functools.partial(island_call, strict=strict))
+                        on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor")
     # realify's own share of the compile time (the rest is the inner compiler's)
     torch._dynamo.utils.counters["realify"]["decompose_s"] += time.perf_counter() - start
-    if inner != "inductor":
-        strip_fusion_barriers(real_gm)
     signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:

@@ -72,6 +72,7 @@ def decompose(
     inputs: Layout | Sequence[Layout] = "complex",
     outputs: Layout = "complex",
     on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None], Any] | None = None,
+    fusion_barriers: bool = False,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -87,6 +88,10 @@ def decompose(
     ``on_missing(op, args, kwargs, node, detail)`` may handle a complex op without a rule (the
     compile backend turns it into an eager island); by default a
     :class:`~realify.errors.MissingRuleError` names the op and its source line.
+
+    ``fusion_barriers=True`` keeps the ``realify::fusion_barrier`` ops that mark each step of
+    a log-depth scan (for Inductor, which stores their values rather than inlining them;
+    realify/ops.py); by default the result holds standard ops only.
     """
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
@@ -96,6 +101,8 @@ def decompose(
         boundary_inputs = [_boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
         planar = _planarize(functional, signature, boundary_inputs, on_missing)
     _check_real(planar, signature)
+    if not fusion_barriers:
+        _strip_fusion_barriers(planar)
     planar.realify_signature = signature
     return planar
 
@@ -562,9 +569,8 @@ def _from_parts(parts: Sequence[Any], kinds: Sequence[bool]) -> list[Any]:
     return [ComplexTensor(next(it), next(it)) if c else next(it) for c in kinds]
 
 
-def strip_fusion_barriers(gm: fx.GraphModule) -> None:
-    """Remove ``realify::fusion_barrier`` nodes (each reader reads the value itself): only
-    Inductor knows the op; export and other inner compilers get standard ops only."""
+def _strip_fusion_barriers(gm: fx.GraphModule) -> None:
+    """Remove ``realify::fusion_barrier`` nodes (each reader reads the value itself)."""
     for module in gm.modules():  # control flow's branches and bodies too
         if not isinstance(module, fx.GraphModule):
             continue

@@ -33,7 +33,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 from . import config
-from .decompose import copies_to_views, decompose, strip_fusion_barriers
+from .decompose import copies_to_views, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 
 log = logging.getLogger("realify")
@@ -113,7 +113,6 @@ def export(
             real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
     except MissingRuleError as err:
         raise _for_export(err) from None
-    strip_fusion_barriers(real_gm)
 
     flat_args, in_spec = tree_flatten((args, kwargs))
     real_args, real_kwargs = tree_unflatten([_interleave(x, truncate_double) for x in flat_args], in_spec)

@@ -215,7 +215,6 @@ def test_associative_scan_as_a_higher_order_op():
     itself: a graph calling it directly decomposes into the log-depth steps, each stored
     (realify::fusion_barrier), and its values match eager's generic scan."""
     import torch.fx as fx
-    from realify.decompose import strip_fusion_barriers
 
     combine = fx.symbolic_trace(lambda a1, b1, a2, b2: (a1 * a2, a2 * b1 + b2))
     graph = fx.Graph()
@@ -225,11 +224,9 @@ def test_associative_scan_as_a_higher_order_op():
     program = fx.GraphModule({"combine": combine}, graph)
 
     a, b = 0.5 * torch.randn(13, 3, dtype=C64), torch.randn(13, 3, dtype=C64)
-    real = realify.decompose(program, (a, b))
-    barrier = torch.ops.realify.fusion_barrier.default
-    assert len(real.graph.find_nodes(op="call_function", target=barrier)) > 0
     expected = associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]), (a, b), dim=0, combine_mode="generic")
-    assert_all_close(real(a, b), expected, rtol=1e-5, atol=1e-6)
-    strip_fusion_barriers(real)
-    assert not real.graph.find_nodes(op="call_function", target=barrier)
-    assert_all_close(real(a, b), expected, rtol=1e-5, atol=1e-6)
+    barrier = torch.ops.realify.fusion_barrier.default
+    for keep in (True, False):
+        real = realify.decompose(program, (a, b), fusion_barriers=keep)
+        assert bool(real.graph.find_nodes(op="call_function", target=barrier)) == keep
+        assert_all_close(real(a, b), expected, rtol=1e-5, atol=1e-6)
