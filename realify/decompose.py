@@ -474,15 +474,13 @@ class PlanarInterpreter(fx.Interpreter):
                 if self.on_missing is not None:
                     return self.on_missing(target, args, kwargs, self.current, err.detail)
                 raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else err.detail) from None
-        if target is torch.ops.higher_order.cond and self._touches_complex(args, kwargs):
-            return self._planar_cond(*args, **kwargs)
-        if target is torch.ops.higher_order.while_loop and self._touches_complex(args, kwargs):
-            return self._planar_while_loop(*args, **kwargs)
-        if target is torch.ops.higher_order.scan and self._touches_complex(args, kwargs):
-            return self._planar_scan(*args, **kwargs)
-        if target is torch.ops.higher_order.map_impl and self._touches_complex(args, kwargs):
-            return self._planar_map(*args, **kwargs)
         if isinstance(target, HigherOrderOperator) and self._touches_complex(args, kwargs):
+            if target is torch.ops.higher_order.cond:
+                return self._planar_cond(*args, **kwargs)
+            if target is torch.ops.higher_order.while_loop:
+                return self._planar_while_loop(*args, **kwargs)
+            if target in (torch.ops.higher_order.scan, torch.ops.higher_order.map_impl):
+                return self._planar_over_slices(target, *args, **kwargs)
             # other higher-order ops on complex values: their bodies would need planarizing as
             # graphs of their own, as those of the four above are
             detail = ("higher-order op on complex values: realify decomposes cond, while_loop, scan and map, and "
@@ -513,21 +511,16 @@ class PlanarInterpreter(fx.Interpreter):
         flat = torch.ops.higher_order.while_loop(condition, body, tuple(_as_parts(carried)), tuple(_as_parts(additional)))
         return _from_parts(flat, _kinds(carried))
 
-    def _planar_scan(self, combine_graph: fx.GraphModule, init: Sequence[Any], xs: Sequence[Any],
-                     additional: Sequence[Any]) -> list[Any]:
-        """``scan`` on complex values as a real ``scan``: the carry, the scanned sequences (each
-        part scans along the same leading dimension) and the closed-over values pass as parts;
-        the results are the final carry and the stacked per-step outputs, as in eager."""
+    def _planar_over_slices(self, op: HigherOrderOperator, body_graph: fx.GraphModule,
+                            *groups: Sequence[Any]) -> list[Any]:
+        """``scan(combine, init, xs, additional)`` or ``map_impl(body, xs, args)`` on complex
+        values as the same real op: every operand group passes as parts (each part of a
+        scanned or mapped sequence runs along the same leading dimension), the body is
+        planarized, and the results (a scan's final carry and stacked outputs, a map's stacked
+        outputs) come back from their parts."""
         result_kinds: list[list[bool]] = []
-        combine = self._planar_subgraph(combine_graph, _kinds([*init, *xs, *additional]), result_kinds)
-        flat = torch.ops.higher_order.scan(combine, _as_parts(init), _as_parts(xs), _as_parts(additional))
-        return _from_parts(flat, result_kinds[0])
-
-    def _planar_map(self, body_graph: fx.GraphModule, xs: Sequence[Any], args: Sequence[Any]) -> list[Any]:
-        """``torch._higher_order_ops.map`` on complex values as a real ``map`` over parts."""
-        result_kinds: list[list[bool]] = []
-        body = self._planar_subgraph(body_graph, _kinds([*xs, *args]), result_kinds)
-        flat = torch.ops.higher_order.map_impl(body, _as_parts(xs), _as_parts(args))
+        body = self._planar_subgraph(body_graph, _kinds([v for group in groups for v in group]), result_kinds)
+        flat = op(body, *(_as_parts(group) for group in groups))
         return _from_parts(flat, result_kinds[0])
 
     def _planar_subgraph(self, graph: fx.GraphModule, kinds: list[bool], result_kinds: list[list[bool]],
@@ -551,10 +544,11 @@ class PlanarInterpreter(fx.Interpreter):
         return any(_is_complex(v) for v in tree_leaves(self.current.meta.get("val")))
 
 
-# Control flow's operands and results as real parts. cond and while_loop forbid operands that
-# alias one another and results that alias operands, and the parts of one complex value
-# usually share a storage (views of one interleaved input), so the parts are copies; while_loop
-# also wants its body's results laid out as its carried values, hence contiguous ones.
+# Control flow's operands and results as real parts. cond, while_loop, scan and map forbid
+# operands that alias one another and results that alias operands, and the parts of one
+# complex value usually share a storage (views of one interleaved input), so the parts are
+# copies; while_loop also wants its body's results laid out as its carried values, hence
+# contiguous ones.
 def _kinds(values: Sequence[Any]) -> list[bool]:
     return [isinstance(v, ComplexTensor) for v in values]
 
