@@ -215,6 +215,11 @@ def _vector_expm1(x: Any) -> str:
     return f"{x}.expm1()"
 
 
+# Inductor's vector code generator falls back to the scalar function of the same name where a
+# loop cannot be vectorized (float64 tails, say): the name must be expm1's.
+_vector_expm1.__name__ = "expm1"
+
+
 @contextlib.contextmanager
 def _accurate_vector_expm1() -> Iterator[None]:
     """Inductor's C++ vector code calls ``Vectorized::expm1`` while in this context (in this
@@ -323,7 +328,10 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     _register_lowerings()
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
     patches = {**VECTORIZE_PAIRS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1()]}
+    from .rules._derivative import decompositions as pointwise_decompositions
+
     decompositions = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
+    decompositions.update(pointwise_decompositions())
     return functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner),
                              config_patches=patches, decompositions=decompositions)
 

@@ -23,6 +23,7 @@ import torch
 from onnxscript import opset20 as op
 
 from . import ops  # noqa: F401  (registers the realify:: ops)
+from .rules._derivative import decompositions as pointwise_decompositions
 from ._expm1 import SERIES_BOUND, series_coefficients
 from .export import export
 
@@ -80,6 +81,9 @@ def to_onnx(
         ep = program
     else:
         ep = export(program, args, kwargs, dynamic_shapes=dynamic_shapes, truncate_double=truncate_double)
+    # realify::pointwise carries a derivative formula, which ONNX has no use for: its kernel's
+    # real ops go to torch.onnx instead
+    ep = ep.run_decompositions(pointwise_decompositions())
     table = {**onnx_translation_table(), **(custom_translation_table or {})}
     onnx_options.setdefault("opset_version", OPSET)
     onnx_options.setdefault("verbose", False)

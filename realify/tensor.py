@@ -120,6 +120,16 @@ class ComplexTensor(torch.Tensor):
         return f"ComplexTensor(re={self.re!r}, im={self.im!r})"
 
     @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from .rules._derivative import torch_function
+
+        result = torch_function(func, args, kwargs or {})
+        if result is NotImplemented:
+            # as for any subclass with only __torch_dispatch__: results are not converted
+            return torch._C._disabled_torch_function_impl(func, types, args, kwargs or {})
+        return result
+
+    @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         from .rules import apply_rule
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import register
+from ._derivative import C, apply, holomorphic
 from ._algebra import cdiv, cmul, padd, pmul, pneg, psub
 from ._planar import complex_like, pairs_of, parts, result_dtype
 from .. import config
@@ -106,12 +107,20 @@ def neg(self):
     return complex_like(-re, pneg(im), self.dtype, self)
 
 
+def _reciprocal(x, y):
+    # 1 / (a + bi), through Smith's division so that tiny/huge |z| neither over- nor underflows
+    return cdiv(torch.ones_like(x), None, x, y)
+
+
+holomorphic("reciprocal", _reciprocal, lambda g, z, w: -g * (w * w).conj())
+
+
 @register(aten.reciprocal.default)
 def reciprocal(self):
-    # 1 / (a + bi), through Smith's division so that tiny/huge |z| neither over- nor underflows
     re, im = parts(self)
-    one = torch.ones_like(re)
-    return complex_like(*cdiv(one, None, re, im), self.dtype, self)
+    if im is None:
+        return complex_like(*_reciprocal(re, None), self.dtype, self)
+    return ComplexTensor(*apply("reciprocal", C(re, im)))
 
 
 @register(aten.square.default)

@@ -7,6 +7,7 @@ import builtins
 import torch
 
 from . import register
+from ._derivative import C, apply, formula
 from ._planar import complex_like, make_complex, pairs_of, parts, partwise
 from .._dtypes import real_dtype
 from ..ops import fusion_barrier
@@ -58,32 +59,75 @@ def clone(self, *, memory_format=None):
 
 @register(aten.abs.default)
 def abs(self):
-    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max.
-    # At 0 the gradient is 0 as in eager (hypot's own is 0/0): both parts are swapped for
-    # (1, 0) there before hypot, and the result selected back to 0 ("double where").
+    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max
     re, im = parts(self)
     if im is None:
         return torch.abs(re)
+    return apply("abs", C(re, im))
+
+
+def _magnitude(re, im):
+    # at 0 both parts are swapped for (1, 0) before hypot and the result selected back to 0
+    # ("double where"), so that derivative formulas using |z| are not 0/0 there
     zero = (re == 0) & (im == 0)
     magnitude = torch.hypot(torch.where(zero, 1.0, re), torch.where(zero, 0.0, im))
     return torch.where(zero, 0.0, magnitude)
 
 
+def _angle(parts, _):
+    # arg(a + bi) = atan2(b, a), signed zeros on the branch cut as in C99
+    re, im = parts
+    return [torch.atan2(im, re)]
+
+
+def _angle_grad(inputs, w, g, _):
+    # eager's formula: 0 at z = 0, else g z / |z|^2 i (so nan where |z| is infinite)
+    (z,) = inputs
+    magnitude = _magnitude(z.re, z.im)
+    out = C(g, torch.zeros_like(g)) * z / C(magnitude * magnitude, torch.zeros_like(g)) * 1j
+    zero = (z.re == 0) & (z.im == 0)
+    return [C(torch.where(zero, 0.0, out.re), torch.where(zero, 0.0, out.im))]
+
+
+formula("abs", lambda parts, _: [_magnitude(*parts)],
+        # eager's formula: g sgn(z), the real g promoted to complex (so nan where |z| is infinite)
+        lambda inputs, w, g, _: [C(g, torch.zeros_like(g)) * apply("sgn", inputs[0])], complex_output=False)
+formula("angle", _angle, _angle_grad, complex_output=False)
+
+
 @register(aten.angle.default)
 def angle(self):
-    # arg(a + bi) = atan2(b, a), signed zeros on the branch cut as in C99
     re, im = parts(self)
-    return torch.atan2(im, re)
+    if im is None:
+        return torch.atan2(torch.zeros_like(re), re)
+    return apply("angle", C(re, im))
+
+
+def _sgn(parts, _):
+    # sgn(z) = z / |z|, and 0 for z = 0
+    re, im = parts
+    magnitude = torch.hypot(re, im)
+    zero = magnitude == 0
+    safe = torch.where(zero, 1.0, magnitude)
+    return [torch.where(zero, 0.0, re / safe), torch.where(zero, 0.0, im / safe)]
+
+
+def _sgn_grad(inputs, s, g, _):
+    # eager's formula: (g - s^2 conj(g)) / (2 |z|), and 0 at z = 0
+    (z,) = inputs
+    magnitude = _magnitude(z.re, z.im)
+    out = (g - (s * s) * g.conj()) / C(2.0 * magnitude, torch.zeros_like(magnitude))
+    zero = magnitude == 0
+    return [C(torch.where(zero, 0.0, out.re), torch.where(zero, 0.0, out.im))]
+
+
+formula("sgn", _sgn, _sgn_grad)
 
 
 @register(aten.sgn.default)
 def sgn(self):
-    # sgn(z) = z / |z|, and 0 for z = 0
     re, im = parts(self)
-    magnitude = torch.hypot(re, im)
-    zero = magnitude == 0
-    safe = torch.where(zero, 1.0, magnitude)
-    return ComplexTensor(torch.where(zero, 0.0, re / safe), torch.where(zero, 0.0, im / safe))
+    return ComplexTensor(*apply("sgn", C(re, torch.zeros_like(re) if im is None else im)))
 
 
 @register(aten.polar.default)

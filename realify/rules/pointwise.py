@@ -25,6 +25,7 @@ import torch
 
 from . import register
 from ._algebra import cdiv, cmul
+from ._derivative import C, apply, formula, holomorphic
 from ._planar import complex_like, parts, result_dtype
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
@@ -69,13 +70,16 @@ def _xy(z, rd=None):
     return x, y
 
 
-def _unary(op, kernel):
-    """Register ``op(self)`` as the planar kernel ``(x, y) -> (re, im)``."""
+def _unary(op, kernel, grad):
+    """Register ``op(self)`` as the planar kernel ``(x, y) -> (re, im)`` whose gradient is
+    ``grad(g, z, w)`` (realify/rules/_derivative.py)."""
+    name = op.__name__
+    holomorphic(name, kernel, grad)
 
     def rule(self):
-        return ComplexTensor(*kernel(*_xy(self)))
+        return ComplexTensor(*apply(name, C(*_xy(self))))
 
-    rule.__name__ = op.__name__
+    rule.__name__ = name
     register(op.default)(rule)
 
 
@@ -413,43 +417,77 @@ _catan = _rotated(_catanh)  # atan z = -i atanh(iz)
 
 
 # ---- registrations of the unary functions ----------------------------------------------
+# Each gradient is eager's formula for the op on complex inputs (grad_z = g conj(f'(z)), with
+# the same operations in the same order, so that infinities and zeros meet as in eager),
+# evaluated by rules that carry their own gradients: second derivatives are right too.
 
-for _op, _kernel in (
-    (aten.exp, _cexp), (aten.exp2, _cexp2), (aten.expm1, _cexpm1),
-    (aten.log, _clog), (aten.log1p, _clog1p), (aten.log2, _clog_base(LN2)), (aten.log10, _clog_base(LN10)),
-    (aten.sqrt, _csqrt), (aten.rsqrt, _crsqrt),
-    (aten.sin, _csin), (aten.cos, _ccos), (aten.tan, _ctan),
-    (aten.sinh, _csinh), (aten.cosh, _ccosh), (aten.tanh, _ctanh),
-    (aten.asin, _casin), (aten.acos, _cacos), (aten.atan, _catan),
-    (aten.asinh, _casinh), (aten.acosh, _cacosh), (aten.atanh, _catanh),
+
+def _f(name):
+    return lambda z: apply(name, z)
+
+
+_exp, _sin, _cos, _sinh, _cosh, _rsqrt = map(_f, ("exp", "sin", "cos", "sinh", "cosh", "rsqrt"))
+
+for _op, _kernel, _grad in (
+    (aten.exp, _cexp, lambda g, z, w: g * w.conj()),
+    (aten.exp2, _cexp2, lambda g, z, w: g * w.conj() * LN2),
+    (aten.expm1, _cexpm1, lambda g, z, w: g * (w.conj() + 1)),
+    (aten.log, _clog, lambda g, z, w: g / z.conj()),
+    (aten.log1p, _clog1p, lambda g, z, w: g / (z + 1).conj()),
+    (aten.log2, _clog_base(LN2), lambda g, z, w: g / (z.conj() * LN2)),
+    (aten.log10, _clog_base(LN10), lambda g, z, w: g / (z.conj() * LN10)),
+    (aten.sqrt, _csqrt, lambda g, z, w: g / (2 * w.conj())),
+    (aten.rsqrt, _crsqrt, lambda g, z, w: -0.5 * g * (w * w * w).conj()),
+    (aten.sin, _csin, lambda g, z, w: g * _cos(z).conj()),
+    (aten.cos, _ccos, lambda g, z, w: g * -_sin(z).conj()),
+    (aten.tan, _ctan, lambda g, z, w: g * (1 + w * w).conj()),
+    (aten.sinh, _csinh, lambda g, z, w: g * _cosh(z).conj()),
+    (aten.cosh, _ccosh, lambda g, z, w: g * _sinh(z).conj()),
+    (aten.tanh, _ctanh, lambda g, z, w: g * (1 - w * w).conj()),
+    (aten.asin, _casin, lambda g, z, w: g * _rsqrt(-z * z + 1).conj()),
+    (aten.acos, _cacos, lambda g, z, w: g * -_rsqrt(-z * z + 1).conj()),
+    (aten.atan, _catan, lambda g, z, w: g / (z * z + 1).conj()),
+    (aten.asinh, _casinh, lambda g, z, w: g * _rsqrt(z * z + 1).conj()),
+    (aten.acosh, _cacosh, lambda g, z, w: g * (_rsqrt(z + 1) * _rsqrt(z - 1)).conj()),
+    (aten.atanh, _catanh, lambda g, z, w: g * 1 / (1 - z * z).conj()),
 ):
-    _unary(_op, _kernel)
+    _unary(_op, _kernel, _grad)
 
 
-@register(aten.sigmoid.default)
-def sigmoid(self):
+def _sigmoid(x, y):
     # sigmoid(z) = 1 / (1 + exp(-z))
-    er, ei = _cexp(*(-p for p in _xy(self)))
-    return ComplexTensor(*cdiv(torch.ones_like(er), None, 1.0 + er, ei))
+    er, ei = _cexp(-x, -y)
+    return cdiv(torch.ones_like(er), None, 1.0 + er, ei)
 
 
-@register(aten.sinc.default)
-def sinc(self):
+_unary(aten.sigmoid, _sigmoid, lambda g, z, w: g * ((1 - w) * w).conj())
+
+
+def _sinc(x, y):
     # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
-    x, y = _xy(self)
     zero = (x == 0) & (y == 0)
     px, py = PI * torch.where(zero, 1.0, x), PI * y
     re, im = cdiv(*_csin(px, py), px, py)
-    return ComplexTensor(torch.where(zero, 1.0, re), torch.where(zero, 0.0, im))
+    return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
 
 
-@register(aten.logaddexp.default)
-def logaddexp(self, other):
+def _sinc_grad(g, z, w):
+    # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
+    pz, sq = z * PI, z * z * PI
+    out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
+    return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
+
+
+_unary(aten.sinc, _sinc, _sinc_grad)
+
+
+def _where(condition, value: float, z: C) -> C:
+    return C(torch.where(condition, value, z.re), torch.where(condition, value, z.im))
+
+
+def _logaddexp(ax, ay, bx, by):
     # log(e^a + e^b) = max + log1p(exp(min - max)), min/max by real part (eager's kernel);
     # any nan: nan + nan i; equal infinite real parts: min for -inf, log(e^a + e^b) for +inf
-    rd = real_dtype(result_dtype(self, other))
-    (ax, ay), (bx, by) = _xy(self, rd), _xy(other, rd)
-    ax, ay, bx, by = torch.broadcast_tensors(ax, ay, bx, by)
     a_min = ax < bx
     lo_x, lo_y = torch.where(a_min, ax, bx), torch.where(a_min, ay, by)
     hi_x, hi_y = torch.where(a_min, bx, ax), torch.where(a_min, by, ay)
@@ -464,7 +502,22 @@ def logaddexp(self, other):
     re = torch.where(same_inf, torch.where(lo_x < 0, lo_x, inf_re), re)
     im = torch.where(same_inf, torch.where(lo_x < 0, lo_y, inf_im), im)
     nan = _isnan(ax) | _isnan(ay) | _isnan(bx) | _isnan(by)
-    return ComplexTensor(torch.where(nan, torch.nan, re), torch.where(nan, torch.nan, im))
+    return torch.where(nan, torch.nan, re), torch.where(nan, torch.nan, im)
+
+
+def _logaddexp_grad(inputs, w, g, _):
+    # eager's formulas: g / conj(1 + exp(b - a)) for a, g / conj(1 + exp(a - b)) for b
+    a, b = inputs
+    return [g / (1 + _exp(b - a)).conj(), g / (1 + _exp(a - b)).conj()]
+
+
+formula("logaddexp", lambda parts, _: _logaddexp(*parts), _logaddexp_grad)
+
+
+@register(aten.logaddexp.default)
+def logaddexp(self, other):
+    rd = real_dtype(result_dtype(self, other))
+    return ComplexTensor(*apply("logaddexp", C(*_xy(self, rd)), C(*_xy(other, rd))))
 
 
 # ---- powers -----------------------------------------------------------------------------
@@ -495,15 +548,65 @@ def _cmul_c99(a, b, c, d):
     return torch.where(recalc, rx, x), torch.where(recalc, ry, y)
 
 
-def _cpow(log_base, exponent, dtype):
+def _cpow(lr, li, wr, wi):
     # z^w = exp(w log z)  (the C library's cpow, which eager calls; no special case for z = 0:
-    # pow(0j, 0j tensor) = nan + nan i)
-    lr, li = log_base
-    wr, wi = parts(exponent, real_dtype(dtype))
-    ref = next(p for p in (wr, lr) if isinstance(p, torch.Tensor))
-    wr, wi, lr, li = torch.broadcast_tensors(*(p if isinstance(p, torch.Tensor) else torch.full_like(ref, p)
-                                               for p in (wr, 0.0 if wi is None else wi, lr, li)))
-    return complex_like(*_cexp(*_cmul_c99(wr, wi, lr, li)), dtype)
+    # pow(0j, 0j tensor) = nan + nan i); parts are tensors of one shape or Python numbers
+    ref = next(p for p in (wr, wi, lr, li) if isinstance(p, torch.Tensor))
+    wr, wi, lr, li = (p if isinstance(p, torch.Tensor) else torch.full_like(ref, p) for p in (wr, wi, lr, li))
+    return _cexp(*_cmul_c99(wr, wi, lr, li))
+
+
+def _pow_number(x, y, exponent):
+    """z^e for a Python number e. Eager's special cases: z^0 = 1 (even for nan z), z^1 = z;
+    exponents 1/2, -1/2, -1 use the sqrt/rsqrt/reciprocal kernels; 2, 3, -2 multiply out:
+    z*z, z*z*z, 1/(z*z)."""
+    special = {0.5: _csqrt, -0.5: _crsqrt, -1: _crecip}
+    if exponent == 0:
+        return torch.ones_like(x), torch.zeros_like(x)
+    if exponent == 1:
+        return x, y
+    for value, kernel in special.items():
+        if exponent == value:
+            return kernel(x, y)
+    if exponent in (2, 3, -2):
+        re, im = cmul(x, y, x, y)
+        if exponent == 3:
+            re, im = cmul(re, im, x, y)
+        if exponent == -2:
+            re, im = _crecip(re, im)
+        return re, im
+    e = complex(exponent)
+    return _cpow(*_clog(x, y), e.real, e.imag)
+
+
+def _pow_number_grad(inputs, w, g, constants):
+    # eager's formula: 0 for e = 0, else g conj(e z^(e-1))
+    (z,), e = inputs, complex(*constants)
+    if e == 0:
+        return [C(torch.zeros_like(g.re), torch.zeros_like(g.im))]
+    return [g * (e * apply("pow_number", z, constants=((e - 1).real, (e - 1).imag))).conj()]
+
+
+def _pow_grad(inputs, w, g, _):
+    # eager's formulas: base: 0 where e = 0, else g conj(e z^(e-1));
+    # exponent: g conj(w log z), and 0 where z = 0 and e is real and >= 0
+    z, e = inputs
+    base = _where((e.re == 0) & (e.im == 0), 0.0, g * (e * apply("pow", z, e - 1)).conj())
+    zero_base = (z.re == 0) & (z.im == 0) & (e.im == 0) & (e.re >= 0)
+    return [base, g * _where(zero_base, 0.0, w * apply("log", z)).conj()]
+
+
+def _pow_base_grad(inputs, w, g, log_base):
+    # eager's formula for number ** tensor: g conj(w log(number)), 0 where the number is 0 and
+    # e is real and >= 0
+    (e,) = inputs
+    zero_base = (log_base[0] == -math.inf) & (e.im == 0) & (e.re >= 0)
+    return [g * _where(zero_base, 0.0, w * C(*log_base)).conj()]
+
+
+formula("pow_number", lambda parts, e: _pow_number(*parts, complex(*e)), _pow_number_grad)
+formula("pow", lambda parts, _: _cpow(*_clog(*parts[:2]), *parts[2:]), _pow_grad)
+formula("pow_base", lambda parts, log_base: _cpow(*log_base, *parts), _pow_base_grad)
 
 
 def _ones(like, dtype):
@@ -515,33 +618,15 @@ def _ones(like, dtype):
 @register(aten.pow.Tensor_Tensor)
 def pow_tensor_tensor(self, exponent):
     dtype = result_dtype(self, exponent)
-    return _cpow(_clog(*_xy(self, real_dtype(dtype))), exponent, dtype)
+    rd = real_dtype(dtype)
+    return complex_like(*apply("pow", C(*_xy(self, rd)), C(*_xy(exponent, rd))), dtype)
 
 
 @register(aten.pow.Tensor_Scalar)
 def pow_tensor_scalar(self, exponent):
-    # eager's special cases: z^0 = 1 (even for nan z), z^1 = z; exponents 1/2, -1/2, -1 use the
-    # sqrt/rsqrt/reciprocal kernels; 2, 3, -2 multiply out: z*z, z*z*z, 1/(z*z)
     dtype = result_dtype(self, exponent)
-    rd = real_dtype(dtype)
-    if isinstance(exponent, numbers.Number):
-        special = {0.5: _csqrt, -0.5: _crsqrt, -1: _crecip}
-        if exponent == 0:
-            return _ones(self, dtype)
-        if exponent == 1:
-            return complex_like(*_xy(self, rd), dtype)
-        for value, kernel in special.items():
-            if exponent == value:
-                return complex_like(*kernel(*_xy(self, rd)), dtype)
-        if exponent in (2, 3, -2):
-            x, y = _xy(self, rd)
-            re, im = cmul(x, y, x, y)
-            if exponent == 3:
-                re, im = cmul(re, im, x, y)
-            if exponent == -2:
-                re, im = _crecip(re, im)
-            return complex_like(re, im, dtype)
-    return _cpow(_clog(*_xy(self, rd)), exponent, dtype)
+    e = complex(exponent)
+    return complex_like(*apply("pow_number", C(*_xy(self, real_dtype(dtype))), constants=(e.real, e.imag)), dtype)
 
 
 @register(aten.pow.Scalar)
@@ -554,4 +639,4 @@ def pow_scalar(self, exponent):
     b = complex(self)
     magnitude = abs(b)
     log_base = (math.log(magnitude) if magnitude != 0 else -math.inf, math.atan2(b.imag, b.real))
-    return _cpow(log_base, exponent, dtype)
+    return complex_like(*apply("pow_base", C(*_xy(exponent, real_dtype(dtype))), constants=log_base), dtype)
