@@ -12,9 +12,12 @@ An island is correct but not fast; the compile backend warns once per op, and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
+import operator
 import warnings
 from typing import Any
 
@@ -61,16 +64,54 @@ class _Island:
             if isinstance(x, torch.Tensor) and x.dtype.is_complex:
                 self.out_kinds.append("c")
                 parts = torch.view_as_real(x.resolve_conj() if x.dtype != torch.complex32 else x.to(torch.complex64))
-                result += [parts[..., 0].clone(), parts[..., 1].clone()]
+                result += [_contiguous_copy(parts[..., 0]), _contiguous_copy(parts[..., 1])]
             else:
                 self.out_kinds.append("r")
-                result.append(x.clone() if isinstance(x, torch.Tensor) else torch.tensor(x))
+                result.append(_contiguous_copy(x) if isinstance(x, torch.Tensor) else torch.tensor(x))
         return result
+
+
+def _contiguous_copy(x: torch.Tensor) -> torch.Tensor:
+    # The fake implementation promises these strides to the inner compiler, which reads the
+    # real outputs by them (Inductor asserts them): an op's fake (meta) kernel and its real
+    # kernel need not lay out their results alike, a contiguous copy is the same in both.
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+# Dispatch keys eager itself leaves off inside a custom op's kernel: autograd (the island's
+# own backward stands in for it) and autocast (applied before the island was recorded).
+_KERNEL_EXCLUDED = functools.reduce(operator.or_, [
+    torch._C.DispatchKeySet(torch._C.DispatchKey.Autograd),
+    *(torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, name))
+      for name in dir(torch._C.DispatchKey) if name.startswith("Autocast"))])
+
+
+@contextlib.contextmanager
+def _eager_dispatch():
+    """Run the island's complex op with the dispatch keys eager would run it with.
+
+    A custom op's kernel called under a ``TorchDispatchMode`` runs with every key above
+    Python's excluded, Conjugate and Negative among them. ATen's composite ops make lazily
+    conjugated views (``linalg.pinv`` multiplies by ``U.mH``), and with those keys off the
+    conjugation is silently dropped: ``pinv`` of a complex (5, 3) matrix came out wrong by
+    1.1. AOTAutograd runs a compiled graph's first call under such a mode (its check that
+    custom ops do not alias their inputs), so Inductor's first call of every island was
+    affected; with functorch's keys off too, the backward island's ``torch.func.vjp`` fails
+    under such a mode ("Cannot access storage of TensorWrapper"). Only tensors that carry a key are dispatched to it, and the island's inputs are
+    plain real tensors: re-enabling the keys reaches only the op's own intermediate values."""
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    kept = exclude & _KERNEL_EXCLUDED
+    if kept.raw_repr() == exclude.raw_repr():
+        yield
+        return
+    with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), kept):
+        yield
 
 
 @torch.library.custom_op("realify::eager_island", mutates_args=())
 def eager_island(key: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    return _REGISTRY[key].run(tensors)
+    with _eager_dispatch():
+        return _REGISTRY[key].run(tensors)
 
 
 @eager_island.register_fake
@@ -79,10 +120,12 @@ def _(key, tensors):
 
 
 @torch.library.custom_op("realify::eager_island_backward", mutates_args=())
-def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
-    # autograd is switched off below a custom op's dispatch; torch.func.vjp brings its own
+def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[torch.Tensor],
+                          wrt: list[int]) -> list[torch.Tensor]:
+    # autograd is switched off below a custom op's dispatch; torch.func.vjp brings its own.
+    # Only the inputs that required a gradient are differentiated, as eager does: ops refuse
+    # a gradient for some arguments (linalg.pinv's rtol, a tensor that pinverse makes)
     island = _REGISTRY[key]
-    wrt = [i for i, t in enumerate(tensors) if t.is_floating_point()]
 
     floating = [i for i, g in enumerate(grads) if g.is_floating_point()]
 
@@ -93,9 +136,11 @@ def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[tor
         outs = island.run(full)
         return [outs[i] for i in floating if outs[i].is_floating_point()]
 
-    outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
-    got = dict(zip(wrt, pullback([grads[i] for i in floating])))
-    return [_grad_or_zeros(got.get(i), t).clone() for i, t in enumerate(tensors)]  # never alias an input
+    with _eager_dispatch():
+        outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
+        got = dict(zip(wrt, pullback([grads[i] for i in floating])))
+    # a new tensor (never an input's alias), laid out as the fake implementation says
+    return [_contiguous_copy(_grad_or_zeros(got.get(i), t)) for i, t in enumerate(tensors)]
 
 
 def _grad_or_zeros(g, t):
@@ -103,12 +148,13 @@ def _grad_or_zeros(g, t):
 
 
 @eager_island_backward.register_fake
-def _(key, tensors, grads):
-    return [torch.empty_like(t) for t in tensors]
+def _(key, tensors, grads, wrt):
+    return [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in tensors]
 
 
 def _setup_context(ctx, inputs, output):
     ctx.key, tensors = inputs
+    ctx.wrt = [i for i, t in enumerate(tensors) if t.requires_grad and t.is_floating_point()]
     ctx.save_for_backward(*tensors)
 
 
@@ -118,7 +164,7 @@ def _backward(ctx, grads):
     if any(g is None for g in filled):
         shapes = eager_island(ctx.key, tensors)
         filled = [torch.zeros_like(s) if g is None else g for s, g in zip(shapes, filled)]
-    return None, eager_island_backward(ctx.key, tensors, filled)
+    return None, eager_island_backward(ctx.key, tensors, filled, ctx.wrt)
 
 
 eager_island.register_autograd(_backward, setup_context=_setup_context)
