@@ -23,6 +23,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
 from . import config
+from .aliasing import overlapping_write, storages
 from .decompose import decompose
 from .islands import island_call, islands_in
 
@@ -40,6 +41,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     if not _has_complex(gm, example_inputs):
         return inner_fn(gm, list(example_inputs))
     strict = config.strict if strict is None else strict
+    captured = gm
     gm, lifted = _lift_tensor_attributes(gm, example_inputs)
     example_inputs = [*example_inputs, *lifted]
     trace_inputs = _trace_inputs(gm, example_inputs)
@@ -47,7 +49,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
-                        on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor")
+                        on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
+                        eager_outputs=True)
     # realify's own share of the compile time (the rest is the inner compiler's)
     torch._dynamo.utils.counters["realify"]["decompose_s"] += time.perf_counter() - start
     signature = real_gm.realify_signature
@@ -61,7 +64,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     autocast = torch._C._is_any_autocast_enabled()
     with torch._C._DisableAutocast() if autocast else contextlib.nullcontext():
         compiled = inner_fn(real_gm, real_examples)
-    return _Runtime(compiled, signature, autocast_off=autocast, lifted=lifted)
+    return _Runtime(compiled, signature, autocast_off=autocast, lifted=lifted, captured=captured)
 
 
 def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
@@ -128,27 +131,60 @@ def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any
 
 
 class _Runtime:
-    """Calls the compiled real graph with complex inputs split and outputs merged.
+    """Calls the compiled real graph with complex inputs split and outputs merged: the one
+    place where the real graph meets the caller's tensors.
 
     It runs on every call, so what can be decided once is: which inputs to split (and how),
-    which outputs to merge, and whether the outputs form a plain tuple (no pytree to rebuild).
-    With the split's own checks this took realify's per-call cost over plain ``torch.compile``
-    from 21 us to 16 us, and one complex view per operand in the pairs-product lowering
-    (realify.inductor) to 11 us: the rotary embedding at its tiny size, medians of 5000
-    alternating calls, realify 107 us, torch.compile 96 us, eager 46 us."""
+    which outputs to merge or take from inputs, whether the outputs form a plain tuple (no
+    pytree to rebuild), and whether the graph writes to any input (only then can inputs that
+    share memory change a result, so only then are they looked for). With the split's own
+    checks this took realify's per-call cost over plain ``torch.compile`` from 21 us to 16 us,
+    and one complex view per operand in the pairs-product lowering (realify.inductor) to
+    11 us: the rotary embedding at its tiny size, medians of 5000 alternating calls, realify
+    107 us, torch.compile 96 us, eager 46 us.
 
-    def __init__(self, compiled: Callable, signature, autocast_off: bool = False, lifted: Sequence[torch.Tensor] = ()):
+    Boundary semantics, as eager's:
+
+    - *Writes to inputs* come back as extra outputs and are copied in after the call.
+    - *Inputs that share memory with an input the graph writes to* (``f(z, z.conj())``,
+      ``f(z, view_as_real(z))``, overlapping slices): the real graph read both before the
+      write, where eager's later reads see it. Such a call runs ``captured``, dynamo's own
+      graph, eagerly on the caller's tensors (gradients too), with a warning the first time
+      (docs/architecture.md, "Inputs that share memory").
+    - *Outputs that are views of inputs* (``z.t()``, ``z[1:]``, ``view_as_real(z)``) are taken
+      from those inputs after the writes (``Signature.output_views``), so they share memory
+      as eager's do; other outputs have eager's strides, which the graph writes directly."""
+
+    def __init__(self, compiled: Callable, signature, autocast_off: bool = False, lifted: Sequence[torch.Tensor] = (),
+                 captured: Callable | None = None):
         self.compiled = compiled
         self.signature = signature
         self.autocast_off = autocast_off
         self.lifted = tuple(lifted)  # tensors dynamo gave as graph attributes (_lift_tensor_attributes)
+        self.captured = captured
         self.splits = [(i, signature.layout_of(i)) for i, c in enumerate(signature.input_complex) if c]
         n = signature.num_user_outputs
-        self.merges = [i for i, c in enumerate(signature.output_complex[:n]) if c]
+        views = signature.output_views or [None] * n
+        self.views = [(i, view) for i, view in enumerate(views) if view is not None]
+        self.merges = [i for i, c in enumerate(signature.output_complex[:n]) if c and views[i] is None]
         spec = signature.out_spec
         self.plain_tuple = spec.type is tuple and all(child.is_leaf() for child in spec.children())
+        # inputs that may share memory with one the graph writes to: looked for only where
+        # there is one, and where the eager program is there to run instead
+        self.written = frozenset(signature.mutated_inputs) if signature.mutated_inputs and captured is not None else None
+        self.warned = False
+        if self.written is not None:
+            first = len(signature.input_complex) - len(self.lifted)
+            self.fixed = storages(self.lifted, range(first, first + len(self.lifted)))
+            # attributes are the same tensors at every call: whether they overlap one another
+            self.fixed_overlap = overlapping_write([None] * first + list(self.lifted), self.written)
+            self.input_names = _input_names(captured, len(signature.input_complex))  # dynamo drops its sources later
 
     def __call__(self, *args: Any) -> Any:
+        if self.written is not None:
+            overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed)
+            if overlap is not None:
+                return self._run_captured(args, *overlap)
         sig = self.signature
         if self.lifted:
             args = (*args, *self.lifted)
@@ -167,7 +203,37 @@ class _Runtime:
         for i, new in zip(sig.mutated_inputs, outs[n:]):
             target = args[i]
             target.copy_(_merge(new) if target.dtype.is_complex else new)
+        for i, view in self.views:  # after the writes, as eager's views see them
+            user[i] = view.make(args[view.input])
         return tuple(user) if self.plain_tuple else tree_unflatten(user, sig.out_spec)
+
+    def _run_captured(self, args: tuple, written: int, other: int) -> Any:
+        """This call, on inputs that share memory with one the graph writes to, as eager runs
+        it: dynamo's graph itself, on the caller's tensors."""
+        if not self.warned:
+            self.warned = True
+            names = self.input_names
+            log.warning(
+                "realify: %s shares memory with %s, which the compiled graph writes in place; realify's real "
+                "graph reads every input before it writes any, so this call (and any other like it) runs "
+                "dynamo's captured graph eagerly instead, with eager's results. To run it compiled, pass "
+                "tensors that do not overlap (for example, .clone() one of them).",
+                names[other], names[written])
+        return self.captured(*args)
+
+
+def _input_names(gm: fx.GraphModule, count: int) -> list[str]:
+    """The caller's name of each graph input (dynamo's source, as ``L['a']``), for messages;
+    graph attributes lifted to inputs follow (_lift_tensor_attributes)."""
+    names = []
+    for node in gm.graph.find_nodes(op="placeholder"):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", None)
+        names.append(f"input {name}" if isinstance(name, str) else f"input {node.name}")
+    attributes = dict.fromkeys(n.target for n in gm.graph.nodes
+                               if n.op == "get_attr" and isinstance(operator.attrgetter(n.target)(gm), torch.Tensor))
+    names += [f"graph attribute {target}" for target in attributes]
+    return names + [f"input {i}" for i in range(len(names), count)]
 
 
 # Where a complex input enters the real graph as its own interleaved (re, im) pairs (a free
@@ -285,5 +351,43 @@ def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bo
     backend = functools.partial(realify_backend, inner=inner, strict=strict, **(inner_options or {}))
     functools.update_wrapper(backend, realify_backend)
     if fn is None:
-        return lambda f: torch.compile(f, backend=backend, **torch_compile_options)
-    return torch.compile(fn, backend=backend, **torch_compile_options)
+        return lambda f: _raising_realify_errors(torch.compile(f, backend=backend, **torch_compile_options))
+    return _raising_realify_errors(torch.compile(fn, backend=backend, **torch_compile_options))
+
+
+def _raising_realify_errors(compiled: Callable) -> Callable:
+    """``compiled``, raising realify's own errors (:class:`~realify.MissingRuleError`, ...)
+    where dynamo would raise its ``BackendCompilerFailed`` around them.
+
+    Dynamo calls the backend lazily, on the first call of the compiled function, and wraps
+    whatever the backend raises in ``BackendCompilerFailed`` (the original error only in its
+    ``inner_exception``, with no ``__cause__``), so ``except realify.MissingRuleError`` would
+    never match. The realify error is re-raised from dynamo's, which stays chained to it: the
+    traceback shows both, the user's call first. A compiled module (dynamo's
+    ``OptimizedModule``) stays a module: its ``forward`` is wrapped."""
+
+    def unwrap(exc: BaseException) -> BaseException | None:
+        from .errors import RealifyError
+
+        seen = set()
+        while isinstance(exc, torch._dynamo.exc.BackendCompilerFailed) and id(exc) not in seen:
+            seen.add(id(exc))
+            exc = exc.inner_exception
+        return exc if isinstance(exc, RealifyError) else None
+
+    def reraising(call: Callable) -> Callable:
+        @functools.wraps(call)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return call(*args, **kwargs)
+            except torch._dynamo.exc.BackendCompilerFailed as failed:
+                error = unwrap(failed)
+                if error is None:
+                    raise
+                raise error.with_traceback(None) from failed
+        return run
+
+    if isinstance(compiled, torch.nn.Module):
+        compiled.forward = reraising(compiled.forward)
+        return compiled
+    return reraising(compiled)

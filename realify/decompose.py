@@ -22,6 +22,10 @@ import dataclasses
 import functools
 import logging
 import operator
+import os
+import re
+import sys
+import traceback
 from contextlib import nullcontext
 from typing import Any, Callable, Literal, Sequence
 
@@ -36,10 +40,12 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTens
 from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_symbols
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_leaves
 
 from ._dtypes import real_dtype
-from .errors import ComplexLeakError, MissingRuleError
+from .errors import DECOMPOSE_ADVICE, ComplexLeakError, MissingRuleError
+from .aliasing import OutputView, contiguous_strides, needs_restride
 from .ops import fusion_barrier
 from .rules import apply_rule, outputs_unused
 from .tensor import ComplexTensor
@@ -60,6 +66,13 @@ class Signature:
     out_spec: Any
     input_layout: Layout | list[Layout]  # one for all inputs, or one per input
     output_layout: Layout
+    # per user output, as far as the program's graph metadata tells (see _eager_layouts):
+    # where eager's is a view of an input, how to take it from that input (with
+    # decompose(eager_outputs=True) the caller does, and the graph returns None in its place)
+    output_views: list[OutputView | None] = dataclasses.field(default_factory=list)
+    # and eager's strides, in the output's own elements, where static (with
+    # eager_outputs=True the graph lays the output out so)
+    output_strides: list[tuple[int, ...] | None] = dataclasses.field(default_factory=list)
 
     def layout_of(self, i: int) -> Layout:
         return self.input_layout if isinstance(self.input_layout, str) else self.input_layout[i]
@@ -73,6 +86,7 @@ def decompose(
     outputs: Layout = "complex",
     on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None], Any] | None = None,
     fusion_barriers: bool = False,
+    eager_outputs: bool = False,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -92,14 +106,28 @@ def decompose(
     ``fusion_barriers=True`` keeps the ``realify::fusion_barrier`` ops that mark each step of
     a log-depth scan (for Inductor, which stores their values rather than inlining them;
     realify/ops.py); by default the result holds standard ops only.
+
+    ``eager_outputs=True`` gives the outputs eager's memory layout, as far as ``program``'s
+    graph metadata tells it (a GraphModule from dynamo or torch.export; by default, and for
+    other programs, outputs are laid out as computed, complex ones contiguous): an output
+    that is a view of an input is left to the caller, who takes it from that input at each
+    call (``None`` in the graph's outputs; :attr:`Signature.output_views`), and every other
+    user output has eager's strides (for an ``"interleaved"`` complex output, ``(2 s..., 1)``
+    for eager's ``s``), which the graph writes directly.
     """
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
-    with fake_mode:
-        functional, signature = _functionalize(program, fake_inputs)
-        signature.input_layout, signature.output_layout = _input_layouts(inputs, len(fake_inputs)), outputs
-        boundary_inputs = [_boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
-        planar = _planarize(functional, signature, boundary_inputs, on_missing)
+    try:
+        with fake_mode:
+            functional, signature = _functionalize(program, fake_inputs)
+            signature.input_layout, signature.output_layout = _input_layouts(inputs, len(fake_inputs)), outputs
+            boundary_inputs = [_boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
+            planar = _planarize(functional, signature, boundary_inputs, on_missing, eager_outputs)
+    except MissingRuleError as err:
+        # the same error, without what torch.fx's interpreter appended to its message on the
+        # way out (the failing node's repr and "Use tlparse ..."): the message already names
+        # the op and the user's line
+        raise MissingRuleError(err.op, where=err.where, detail=err.detail, advice=err.advice) from None
     _check_real(planar, signature)
     if not fusion_barriers:
         _strip_fusion_barriers(planar)
@@ -158,8 +186,13 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
     holder: dict[str, Any] = {}
 
     def flat_program(*args):
-        result = _DynamoGraphRunner(program).run(*args) if isinstance(program, fx.GraphModule) else program(*args)
+        if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
+            result = _DynamoGraphRunner(program).run(*args)
+        else:
+            with _SourceLines():
+                result = program(*args)
         flat, holder["spec"] = tree_flatten(result)
+        holder["aliases"] = _input_aliases(flat, args)
         return flat
 
     def trace(python_dispatcher: bool) -> fx.GraphModule:
@@ -192,7 +225,61 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
         input_layout="complex",
         output_layout="complex",
     )
+    signature.output_views, signature.output_strides = _eager_layouts(program, holder["aliases"])
     return traced, signature
+
+
+def _input_aliases(outputs: list[Any], inputs: Sequence[Any]) -> list[tuple[int, bool] | None]:
+    """Per output of the functionalizing trace: ``(i, whole)`` where it shares memory with
+    input ``i`` (a view of it; ``whole`` where it is that input itself), else None. Each input
+    has a functional storage of its own, so this names the input the program viewed even
+    where the example inputs share memory."""
+    storages = {StorageWeakRef(x.untyped_storage()): i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+    aliases: list[tuple[int, bool] | None] = []
+    for out in outputs:
+        i = storages.get(StorageWeakRef(out.untyped_storage())) if isinstance(out, torch.Tensor) else None
+        aliases.append(None if i is None else (i, out is inputs[i]))
+    return aliases
+
+
+def _eager_layouts(program: Callable, aliases: list[tuple[int, bool] | None]
+                   ) -> tuple[list[OutputView | None], list[tuple[int, ...] | None]]:
+    """Per user output: how to take it from its input where eager's is a view of one, and
+    eager's strides where they are static (for :func:`_leave`), from the values ``program``'s
+    graph recorded for its inputs and outputs (dynamo's ``example_value``, torch.export's
+    ``val``: fake tensors with eager's strides, offsets and conj bits). The functional trace
+    itself cannot tell: it turns every view into a copy."""
+    views: list[OutputView | None] = [None] * len(aliases)
+    strides: list[tuple[int, ...] | None] = [None] * len(aliases)
+    if not isinstance(program, fx.GraphModule):
+        return views, strides
+    def recorded(node: Any) -> Any:
+        return node.meta.get("example_value", node.meta.get("val")) if isinstance(node, fx.Node) else node
+    inputs = [recorded(n) for n in program.graph.find_nodes(op="placeholder")]
+    outputs = [recorded(n) for n in tree_leaves(program.graph.output_node().args)]
+    if len(outputs) != len(aliases):
+        return views, strides
+    for k, (value, alias) in enumerate(zip(outputs, aliases)):
+        if not isinstance(value, torch.Tensor):
+            continue
+        if alias is not None and alias[0] < len(inputs) and _same_storage(value, inputs[alias[0]]):
+            views[k] = OutputView.of(value, inputs[alias[0]], *alias)
+            if views[k] is not None:
+                continue
+        if all(isinstance(v, int) for v in (*value.shape, *value.stride())):
+            strides[k] = tuple(value.stride())
+    return views, strides
+
+
+def _same_storage(value: torch.Tensor, base: Any) -> bool:
+    """Whether the program's recorded output views its recorded input: the functional trace
+    can alias where eager copies (a reshape of an expanded input is a copy in eager)."""
+    if not isinstance(base, torch.Tensor):
+        return False
+    try:
+        return StorageWeakRef(value.untyped_storage()) == StorageWeakRef(base.untyped_storage())
+    except (RuntimeError, NotImplementedError):  # no storage to compare: trust the trace
+        return True
 
 
 class _DynamoGraphRunner(fx.Interpreter):
@@ -317,23 +404,46 @@ def _enter(x: Any, is_complex: bool, layout: Layout) -> Any:
     return ComplexTensor(torch.real(x), torch.imag(x))
 
 
-def _leave(x: Any, layout: Layout) -> Any:
-    """A graph output in the boundary layout."""
+def _leave(x: Any, layout: Layout, stride: tuple[int, ...] | None = None) -> Any:
+    """A graph output in the boundary layout; with ``stride`` (eager's, in the output's own
+    elements), laid out with those strides where a real or ``"interleaved"`` output has others."""
     if not isinstance(x, ComplexTensor):
-        return x
+        return _restrided(x, stride) if stride is not None and isinstance(x, torch.Tensor) else x
     if layout == "planar":
         return torch.stack([x.re, x.im])
     if layout == "interleaved":
+        if stride is not None and needs_restride(x.shape, contiguous_strides(x.shape), stride):
+            # each part written straight into its place: one kernel under Inductor, where a
+            # stack and then a copy into this layout would be two passes
+            out = torch.empty_strided((*x.shape, 2), (*(2 * s for s in stride), 1), dtype=x.re.dtype, device=x.device)
+            out.select(-1, 0).copy_(x.re)
+            out.select(-1, 1).copy_(x.im)
+            return out
         return torch.stack([x.re, x.im], dim=-1)
     return torch.complex(x.re, x.im)
 
 
-def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs: list[Any], on_missing) -> fx.GraphModule:
+def _restrided(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """``x`` with strides ``stride``, where it has others: a copy into a buffer with those
+    strides, which a compiler writes in place (Inductor keeps the strides of its graph's
+    outputs)."""
+    if not needs_restride(x.shape, x.stride(), stride):
+        return x
+    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+
+
+def _planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs: list[Any], on_missing,
+               eager_outputs: bool = False) -> fx.GraphModule:
     def planar_program(*args):
         values = [_enter(a, c, signature.layout_of(i)) for i, (a, c) in enumerate(zip(args, signature.input_complex))]
         with _RouteComplexCreation():
             outs = PlanarInterpreter(functional, on_missing).run(*values)
-        user = [_leave(o, signature.output_layout) for o in outs[: signature.num_user_outputs]]
+        n = signature.num_user_outputs
+        views = signature.output_views if eager_outputs else [None] * n
+        strides = signature.output_strides if eager_outputs else [None] * n
+        # outputs that are views of inputs: the caller takes them from its inputs (None here)
+        user = [None if view is not None else _leave(o, signature.output_layout, stride)
+                for o, view, stride in zip(outs[:n], views, strides)]
         mutated = outs[signature.num_user_outputs :]
         if signature.input_layout == "complex":
             # write back in the graph; callers see no extra outputs
@@ -473,7 +583,8 @@ class PlanarInterpreter(fx.Interpreter):
             except MissingRuleError as err:
                 if self.on_missing is not None:
                     return self.on_missing(target, args, kwargs, self.current, err.detail)
-                raise MissingRuleError(target, where=_where(self.current), detail=str(err.op) if err.op is not target else err.detail) from None
+                raise MissingRuleError(target, where=_where(self.current), advice=DECOMPOSE_ADVICE,
+                                       detail=str(err.op) if err.op is not target else err.detail) from None
         if isinstance(target, HigherOrderOperator) and self._touches_complex(args, kwargs):
             if target is torch.ops.higher_order.cond:
                 return self._planar_cond(*args, **kwargs)
@@ -487,7 +598,7 @@ class PlanarInterpreter(fx.Interpreter):
                       "inlines associative_scan and nested_compile_region, only")
             if self.on_missing is not None:
                 return self.on_missing(target, args, kwargs, self.current, detail)
-            raise MissingRuleError(target, where=_where(self.current), detail=detail)
+            raise MissingRuleError(target, where=_where(self.current), detail=detail, advice=DECOMPOSE_ADVICE)
         return super().call_function(target, args, kwargs)
 
     def _planar_cond(self, pred: Any, true_graph: fx.GraphModule, false_graph: fx.GraphModule,
@@ -587,13 +698,53 @@ def _unused_outputs(node: fx.Node) -> frozenset[int]:
 
 
 def _where(node: fx.Node | None) -> str | None:
+    """The user's source line that made ``node``, as ``file:line in function: code``.
+
+    ``stack_trace`` is a formatted traceback, outermost frame first: dynamo records the user's
+    frames (inlined calls too), torch.export an ``nn.Module.forward``'s line, and decompose's own
+    trace of a plain callable the innermost frame outside torch and realify
+    (:class:`_SourceLines`). Graphs built by hand have none: the node's name is all there is."""
     if node is None:
         return None
     trace = node.meta.get("stack_trace")
     if trace:
+        frames = _FRAME.findall(trace)
+        if frames:
+            filename, line, function, code = frames[-1]
+            return f"{filename}:{line} in {function}: {code.strip()}" if code.strip() else f"{filename}:{line} in {function}"
         lines = [l.strip() for l in trace.strip().splitlines() if l.strip()]
         return " | ".join(lines[-2:])
-    return f"graph node {node.name}"
+    return f"graph node {node.name} (no source line was recorded)"
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n?([^\n]*)')
+
+
+class _SourceLines(torch.overrides.TorchFunctionMode):
+    """Records, for the nodes a trace of a plain callable creates, the user's source line.
+
+    ``make_fx`` records stack traces only for frames of an ``nn.Module.forward``: a plain
+    function's nodes would have none, and a missing rule could only be placed by a graph node
+    name. Each torch call the program makes (a function, method or operator) sets the trace's
+    current stack trace (``torch.fx.traceback.set_stack_trace``, which nodes copy while node
+    meta is preserved) to the innermost frame outside torch and realify, for the duration of
+    the call; calls torch makes internally run with the mode off, so they keep the user's
+    line."""
+
+    _SKIP = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(self._SKIP):
+            frame = frame.f_back
+        if frame is None or not fx_traceback.has_preserved_node_meta():
+            return func(*args, **(kwargs or {}))
+        before = fx_traceback.get_current_meta().get("stack_trace")
+        fx_traceback.set_stack_trace(traceback.format_stack(frame, limit=1))
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            fx_traceback.set_stack_trace([before] if before else [])
 
 
 def _check_real(gm: fx.GraphModule, signature: Signature) -> None:

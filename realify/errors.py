@@ -8,23 +8,42 @@ class RealifyError(RuntimeError):
 
 
 class MissingRuleError(RealifyError, NotImplementedError):
-    """A complex op has no planar rule and no decomposition that realify can use."""
+    """A complex op has no planar rule and no decomposition that realify can use.
 
-    def __init__(self, op: object, where: str | None = None, detail: str | None = None):
+    ``op`` is the op, ``where`` the user's source line that called it (``file:line in
+    function: code``) where the trace recorded one, ``detail`` why a rule declined, and
+    ``advice`` what to do, which depends on the entry point (:data:`COMPILE_ADVICE`, the
+    default, is the compile backend's in strict mode; ``decompose`` and ``export`` give their
+    own)."""
+
+    def __init__(self, op: object, where: str | None = None, detail: str | None = None,
+                 advice: str | None = None):
         self.op = op
         self.where = where
         self.detail = detail
+        self.advice = COMPILE_ADVICE if advice is None else advice
         msg = f"realify has no rule for {op} on complex tensors"
         if detail:
             msg += f" ({detail})"
         if where:
             msg += f"\n  at: {where}"
-        msg += (
-            "\n  What to do: run this op outside the compiled region, pass strict=False to let "
-            "realify run it as an eager island, or register a rule with "
-            "realify.rules.register(...) (see docs/rules.md)."
-        )
+        msg += f"\n  What to do: {self.advice}"
         super().__init__(msg)
+
+
+# What to do about a missing rule, per entry point: each names only options that entry point has.
+COMPILE_ADVICE = (
+    "run this op outside the compiled region, call realify.compile(..., strict=False) (with "
+    "realify.config.strict off) to let realify run it as an eager island, or register a rule with "
+    "realify.rules.register(...) (see docs/rules.md)."
+)
+DECOMPOSE_ADVICE = (
+    "realify.decompose makes a real-only graph, which has no eager islands: compute this op outside "
+    "the decomposed program (on its inputs before, or its outputs after), compile the program with "
+    "realify.compile(...) instead (which runs the op as an eager island), pass "
+    "decompose(..., on_missing=...) to emit your own replacement, or register a rule with "
+    "realify.rules.register(...) (see docs/rules.md)."
+)
 
 
 class RuleConflictError(RealifyError):

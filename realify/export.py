@@ -20,6 +20,7 @@ back a module that takes and returns complex tensors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 from typing import Any, Callable, Sequence
@@ -30,9 +31,10 @@ from torch.export import Dim, ExportedProgram, ShapesCollection
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
-from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
 
 from . import config
+from .aliasing import OutputView, needs_restride, overlapping_write
 from .decompose import copies_to_views, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 
@@ -42,7 +44,7 @@ aten = torch.ops.aten
 SIGNATURE_KEY = "realify_signature"
 
 _EXPORT_ADVICE = (
-    "\n  What to do: an exported program cannot call back into eager PyTorch, so every complex "
+    "an exported program cannot call back into eager PyTorch, so every complex "
     "op needs a rule. Compute this op outside the exported program (on its inputs before the "
     "call, or on its outputs after), or register a rule with realify.rules.register(...) "
     "(see docs/rules.md)."
@@ -63,6 +65,10 @@ class ExportSignature:
     outputs: tuple[torch.dtype | None, ...]
     mutated_inputs: tuple[int, ...] = ()
     truncate_double: bool = False
+    # per output: how to take it from its flat input where eager's is a view of one, and
+    # eager's strides (None where not known); realify.aliasing.OutputView
+    output_views: tuple[OutputView | None, ...] = ()
+    output_strides: tuple[tuple[int, ...] | None, ...] = ()
 
     def real_dtype(self, dtype: torch.dtype) -> torch.dtype:
         """The dtype of the ``(..., 2)`` tensor that carries a complex ``dtype``."""
@@ -127,8 +133,10 @@ def export(
         outputs=_output_dtypes(complex_ep),
         mutated_inputs=wiring.mutated_user_inputs,
         truncate_double=truncate_double,
+        **_eager_layouts(real_gm.realify_signature, wiring),
     )
     real_ep.graph_module.meta[SIGNATURE_KEY] = signature
+    _check_inputs_of_module(real_ep)
     log.debug("realify.export: %d complex input(s), %d complex output(s)",
               sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
     return real_ep
@@ -165,9 +173,11 @@ class ComplexCallAdapter(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         sig = self.signature
-        flat, spec = tree_flatten((args, reorder_kwargs(kwargs, self._in_spec)))
-        if len(flat) != len(sig.inputs):
-            raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")
+        kwargs = reorder_kwargs(kwargs, self._in_spec)
+        _check_complex_call(sig, args, kwargs)
+        flat, spec = tree_flatten((args, kwargs))
+        if sig.mutated_inputs:
+            _check_no_overlapping_write(flat, sig.mutated_inputs, args, kwargs)
         real = [_to_real(x, sig.real_dtype(x.dtype)) if d is not None else x for x, d in zip(flat, sig.inputs)]
         real_args, real_kwargs = tree_unflatten(real, spec)
         with torch._C._DisableAutocast():  # see the class docstring
@@ -177,7 +187,123 @@ class ComplexCallAdapter(torch.nn.Module):
                 flat[i].copy_(torch.view_as_complex(real[i]).to(flat[i].dtype))
         out_flat, out_spec = tree_flatten(out)
         merged = [_to_complex(o, d) if d is not None else o for o, d in zip(out_flat, sig.outputs)]
+        # eager's layouts, after the writes: views of inputs from those inputs, others restrided
+        for k, view in enumerate(sig.output_views):
+            if view is not None:
+                merged[k] = view.make(flat[view.input])
+        for k, stride in enumerate(sig.output_strides):
+            if stride is not None and isinstance(merged[k], torch.Tensor):
+                merged[k] = _with_strides(merged[k], stride)
         return tree_unflatten(merged, out_spec)
+
+
+class _LazyName:
+    """Flat input leaf ``i`` as the caller wrote it (``args[0]``, ``kwargs['x']``,
+    ``args[1][0]``), worked out only when an error message formats it: the checks run on
+    every call."""
+
+    def __init__(self, args: tuple, kwargs: dict, i: int):
+        self.args, self.kwargs, self.i = args, kwargs, i
+
+    def __str__(self) -> str:
+        paths, _ = tree_flatten_with_path((tuple(self.args), dict(self.kwargs)))
+        path = paths[self.i][0]
+        return ("args" if path[0].idx == 0 else "kwargs") + keystr(path[1:])
+
+    __format__ = lambda self, spec: format(str(self), spec)
+
+
+def _check_complex_call(sig: ExportSignature, args: tuple, kwargs: dict) -> None:
+    """The checks of :class:`ComplexCallAdapter`: complex tensors where the program had complex
+    inputs, of the dtype it was exported for, and no complex tensor where it had a real one.
+    Otherwise the real program would fail deep inside with a message about its real ops
+    (``expected m1 and m2 to have the same dtype``), or compute in another precision."""
+    flat = tree_leaves((args, kwargs))
+    if len(flat) != len(sig.inputs):
+        raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")
+    for i, (x, dtype) in enumerate(zip(flat, sig.inputs)):
+        name = _LazyName(args, kwargs, i)
+        if dtype is None:
+            if _is_complex(x):
+                raise RealifyError(
+                    f"{name} is a {x.dtype} tensor, but the program was exported with a real value there: "
+                    f"pass a real tensor, as in the example inputs given to realify.export")
+            continue
+        if not isinstance(x, torch.Tensor):
+            raise RealifyError(f"{name} is a {type(x).__name__}, but the program takes a {dtype} tensor there")
+        if not x.dtype.is_complex:
+            raise RealifyError(
+                f"{name} is a real {x.dtype} tensor, but the program takes a {dtype} tensor there: pass "
+                f"{name}.to({dtype}), or, for (..., 2) pairs, torch.view_as_complex({name}) (or call ep.module() "
+                f"with the pairs themselves)")
+        if x.dtype != dtype:
+            raise RealifyError(
+                f"{name} is a {x.dtype} tensor, but the program was exported for {dtype}: pass "
+                f"{name}.to({dtype}), or export the program again with {x.dtype} example inputs")
+
+
+def _check_real_call(sig: ExportSignature, args: tuple, kwargs: dict) -> None:
+    """The checks of ``ep.module()`` for a program made by :func:`export` (a forward pre-hook):
+    its complex inputs are real ``(..., 2)`` tensors, and a complex tensor passed there
+    otherwise fails in the program's shape guards with ``IndexError: tuple index out of
+    range``, a wrong real dtype in its real ops."""
+    flat = tree_leaves((args, kwargs))
+    if len(flat) != len(sig.inputs):
+        return  # torch.export's own check names the mismatch
+    for i, (x, dtype) in enumerate(zip(flat, sig.inputs)):
+        name = _LazyName(args, kwargs, i)
+        if dtype is None or not isinstance(x, torch.Tensor):
+            continue
+        real = sig.real_dtype(dtype)
+        if x.dtype.is_complex:
+            raise RealifyError(
+                f"{name} is a {x.dtype} tensor, but this exported program is real-only: it takes each "
+                f"{dtype} input as a real (..., 2) {real} tensor. Pass torch.view_as_real({name}) (a free "
+                f"view{f', then .to({real})' if real != _real_dtype(x.dtype, False) else ''}), or call "
+                f"realify.ComplexCallAdapter(ep) with the complex tensors")
+        if x.dtype != real or x.dim() == 0 or x.shape[-1] != 2:
+            raise RealifyError(
+                f"{name} is a {x.dtype} tensor of shape {tuple(x.shape)}, but the program takes the {dtype} "
+                f"input there as a real (..., 2) {real} tensor (torch.view_as_real of a {dtype} tensor)")
+
+
+def _check_inputs_of_module(ep: ExportedProgram) -> None:
+    """Make ``ep.module()`` check its inputs (:func:`_check_real_call`): each module it returns
+    gets a forward pre-hook, run before the program's own guards."""
+    make_module = ep.module
+
+    @functools.wraps(make_module)
+    def module(*args: Any, **kwargs: Any) -> torch.fx.GraphModule:
+        gm = make_module(*args, **kwargs)
+        sig = gm.meta.get(SIGNATURE_KEY) or ep.graph_module.meta.get(SIGNATURE_KEY)
+        if sig is not None:
+            gm.register_forward_pre_hook(lambda _, a, k: _check_real_call(sig, a, k), with_kwargs=True, prepend=True)
+        return gm
+
+    ep.module = module
+
+
+def _check_no_overlapping_write(flat: list[Any], written: Sequence[int], args: tuple, kwargs: dict) -> None:
+    """Raise where a tensor the program writes in place shares memory with another input: the
+    exported graph reads every input before it writes any, where eager's later reads of the
+    other would see the write, and it has no eager program to run instead."""
+    overlap = overlapping_write(flat, frozenset(written))
+    if overlap is None:
+        return
+    written_name, other_name = (_LazyName(args, kwargs, i) for i in overlap)
+    raise RealifyError(
+        f"{other_name} shares memory with {written_name}, which the exported program writes in place: "
+        f"the program reads every input before it writes any, so it would compute with the old values "
+        f"of {other_name} where eager reads the new ones. Pass tensors that do not share memory (for "
+        f"example, {other_name}.clone()), or call the original program (or realify.compile it) with "
+        f"such inputs.")
+
+
+def _with_strides(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """``x`` laid out with eager's strides where it has others (one copy)."""
+    if not needs_restride(x.shape, x.stride(), stride):
+        return x
+    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 
 
 def export_adapter(ep: ExportedProgram, signature: ExportSignature | None = None) -> ComplexCallAdapter:
@@ -213,6 +339,13 @@ class _FunctionModule(torch.nn.Module):
         try:
             inspect.signature(fn)
             self.forward = fn
+            # torch.export (non-strict) records the stack trace of frames named "forward" only:
+            # without this, a plain function's nodes have none, and MissingRuleError could not
+            # name the user's line (the anchor set is the one torch.fx.traceback.annotate_fn
+            # adds to; it affects nothing but the recorded stack traces)
+            register_anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+            if register_anchor is not None:
+                register_anchor(fn)
         except (TypeError, ValueError):  # a builtin such as torch.matmul: no signature to keep
             self.forward = lambda *args, **kwargs: fn(*args, **kwargs)
 
@@ -265,10 +398,7 @@ def _trace_input(value: Any, truncate_double: bool) -> Any:
 
 def _for_export(err: MissingRuleError) -> MissingRuleError:
     """The same error, with advice that fits export (no eager islands, no strict=False)."""
-    text = str(err).split("\n  What to do:")[0]
-    new = MissingRuleError(err.op, where=err.where)
-    new.args = (text + _EXPORT_ADVICE,)
-    return new
+    return MissingRuleError(err.op, where=err.where, detail=err.detail, advice=_EXPORT_ADVICE)
 
 
 # ---- step 3: the real program ---------------------------------------------------------------
@@ -424,6 +554,20 @@ class _RealProgram(torch.nn.Module):
         for source, value in zip(self.wiring.written, written):
             (user_inputs[source[1]] if source[0] == "user" else self._state(source)).copy_(value)
         return tree_unflatten(user_outputs, self.wiring.out_spec)
+
+
+def _eager_layouts(signature, wiring: _Wiring) -> dict[str, tuple]:
+    """Per user output of the program, for :class:`ComplexCallAdapter`: how to take it from
+    its flat input where eager's is a view of a user input, and eager's strides (decompose's
+    ``Signature.output_views`` and ``output_strides``, which follow the graph's outputs)."""
+    views, strides = [], []
+    for spec, view, stride in zip(wiring.outputs, signature.output_views, signature.output_strides):
+        if spec.kind is not OutputKind.USER_OUTPUT:
+            continue
+        source = wiring.sources[view.input] if view is not None else None
+        views.append(dataclasses.replace(view, input=source[1]) if source is not None and source[0] == "user" else None)
+        strides.append(stride)
+    return {"output_views": tuple(views), "output_strides": tuple(strides)}
 
 
 def _forward_signature(module: torch.nn.Module) -> inspect.Signature | None:

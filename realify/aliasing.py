@@ -1,0 +1,179 @@
+"""Memory shared between a program's inputs and outputs, at the boundary of a real graph.
+
+A real graph reads every input when it starts and hands the new values of the inputs it writes
+back as outputs, which the caller copies in after it ran. Two things about eager's memory are
+not in such a graph, and this module is what the callers (the compile backend's runtime, the
+export adapter) use for them:
+
+- inputs that share memory, one of them written in place: eager's later reads of the other
+  see the write, the graph's do not. :func:`overlapping_write` finds such a pair at call time;
+- outputs that are views of inputs: eager returns a view (a later write to one shows in the
+  other), the graph a new tensor. :class:`OutputView` records the view's geometry relative to
+  its input once, at trace time, and :meth:`OutputView.make` takes it again at each call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Collection, Sequence
+
+import torch
+
+from ._dtypes import COMPLEX_TO_REAL
+
+
+def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None = None
+                      ) -> tuple[int, int] | None:
+    """A pair ``(w, j)`` of positions such that tensor ``w``, which the program writes in
+    place, shares memory with tensor ``j``; None where there is none. ``values`` are the
+    tensors passed at this call (at positions 0, 1, ...), ``fixed`` those that are the same
+    tensors at every call (graph attributes: :func:`storages`, taken once).
+
+    Tensors on different storages never share memory, so the common case costs one storage
+    look-up per tensor; only tensors on one storage compare byte ranges. The ranges are spans
+    (first to last byte), so two strided views that interleave without sharing an element
+    (``z[::2]``, ``z[1::2]``) count as sharing: the caller's correct path then runs where it
+    was not needed, never the other way round."""
+    seen = set()
+    for x in values:
+        if isinstance(x, torch.Tensor):
+            try:
+                key = x.untyped_storage().data_ptr()
+            except (RuntimeError, NotImplementedError):  # a wrapper subclass has no storage of its own
+                continue
+            if key in seen or (fixed and key in fixed):
+                return _shared_write(values, written, fixed)
+            seen.add(key)
+    return None
+
+
+def _shared_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None) -> tuple[int, int] | None:
+    """:func:`overlapping_write` where some tensors share a storage: their byte spans decide."""
+    groups = storages(values, range(len(values)))
+    for key, group in groups.items():
+        if fixed and key in fixed:
+            group = group + fixed[key]
+        for w, a in group:
+            if w in written:
+                for j, b in group:
+                    if j != w and _spans_meet(a, b):
+                        return w, j
+    return None
+
+
+def storages(values: Sequence[Any], positions: Sequence[int]) -> dict[int, list]:
+    """The tensors of ``values`` grouped by storage, each as ``(position, tensor)``, for
+    :func:`overlapping_write`'s ``fixed``; ``positions[k]`` is the position of ``values[k]``."""
+    groups: dict[int, list] = {}
+    for position, x in zip(positions, values):
+        key = _storage_key(x) if isinstance(x, torch.Tensor) else None
+        if key is not None:
+            groups.setdefault(key, []).append((position, x))
+    return groups
+
+
+def _storage_key(x: torch.Tensor) -> int | None:
+    try:
+        ptr = x.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a wrapper subclass has no storage of its own
+        return None
+    return ptr or None  # an empty storage holds nothing to share
+
+
+def _spans_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    a_start, a_end = _span(a)
+    b_start, b_end = _span(b)
+    return a_start < b_end and b_start < a_end
+
+
+def _span(x: torch.Tensor) -> tuple[int, int]:
+    """The bytes from ``x``'s first element to its last, as ``[start, end)``; conj/neg views
+    and real views of complex tensors (``view_as_real``) measure their own elements."""
+    if x.numel() == 0:
+        return 0, 0
+    start = x.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
+    return start, start + (last + 1) * x.element_size()
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputView:
+    """An output that is a view of input ``input``, taken again from that input at each call.
+
+    ``dtype``, ``size`` and ``stride`` are the view's, ``offset`` its storage offset (in its
+    own elements) past the input's, ``conj`` whether its conjugate bit differs from the input's.
+    ``whole``: the output is the input itself (the same tensor object, as in eager). A view of
+    a complex input may be real (``view_as_real(z)``) and one of a real input complex."""
+
+    input: int
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    conj: bool = False
+    whole: bool = False
+
+    @staticmethod
+    def of(output: torch.Tensor, base: torch.Tensor, input: int, whole: bool = False) -> "OutputView | None":
+        """How to take ``output`` from ``base`` (fake values with eager's geometry: the
+        program's own metadata), or None where it cannot be taken again at each call: sizes or
+        offsets that are symbolic, a dtype the input cannot be viewed as, a different neg bit."""
+        geometry = (*output.shape, *output.stride(), output.storage_offset(), base.storage_offset())
+        if not all(isinstance(v, int) for v in geometry) or output.is_neg() != base.is_neg():
+            return None
+        try:
+            as_dtype = _as_dtype(base, output.dtype)
+        except RuntimeError:
+            return None
+        if as_dtype is None:
+            return None
+        return OutputView(input, output.dtype, tuple(output.shape), tuple(output.stride()),
+                          output.storage_offset() - as_dtype.storage_offset(), output.is_conj() != base.is_conj(),
+                          whole=whole and output.dtype == base.dtype and output.is_conj() == base.is_conj())
+
+    def make(self, base: torch.Tensor) -> torch.Tensor:
+        if self.whole:
+            return base
+        source = _as_dtype(base, self.dtype)
+        view = source.as_strided(self.size, self.stride, source.storage_offset() + self.offset)
+        return view.conj() if self.conj else view
+
+
+def _as_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """A view of ``x``'s memory with elements of ``dtype`` (any shape: :meth:`OutputView.make`
+    sets its own), or None."""
+    if x.dtype == dtype:
+        return x
+    if COMPLEX_TO_REAL.get(x.dtype) == dtype and not x.is_conj():
+        return torch.view_as_real(x)
+    if COMPLEX_TO_REAL.get(dtype) == x.dtype and x.dim() and x.shape[-1] == 2:
+        return torch.view_as_complex(x)
+    return None
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def needs_restride(shape: Sequence[int], ours: Sequence[int], theirs: Sequence[int]) -> bool:
+    """Whether a value of ``shape`` laid out with strides ``ours`` is to be written again with
+    eager's ``theirs``: they differ (in a dim of size other than 1, where a stride means
+    nothing), and ``theirs`` are a layout one can write to. Strides under which elements
+    overlap (an expanded output, stride 0) are not: such an output keeps the layout it was
+    computed in."""
+    if all(mine == stride for size, mine, stride in zip(shape, ours, theirs) if size != 1):
+        return False
+    reach = 1  # elements spanned by the dims of smaller stride
+    for size, stride in sorted(((size, stride) for size, stride in zip(shape, theirs) if size != 1), key=lambda d: d[1]):
+        if size == 0:
+            return True
+        if stride < reach:
+            return False
+        reach += (size - 1) * stride
+    return True

@@ -1,0 +1,277 @@
+"""Memory shared at the boundary, as eager shares it.
+
+- Inputs that overlap in memory, one of them written in place (through conj views,
+  view_as_real, overlapping slices, strides): eager's results, under the compile backend (a
+  call like that runs dynamo's graph eagerly) and a clear error from the export adapter.
+- Outputs with eager's strides (a transpose, a slice of an rfft2 output) and outputs that are
+  views of inputs returned as views of those inputs.
+
+Each case compares output values, strides and memory sharing, and the inputs after the call,
+with eager.
+"""
+
+import logging
+
+import pytest
+import torch
+
+import realify
+from realify import RealifyError, aliasing
+
+INNERS = ["eager", "inductor"]
+
+
+def _z():
+    return torch.tensor([1 + 1j, 2 - 1j, 3 + 0.5j])
+
+
+def _z6():
+    return torch.tensor([1 + 1j, 2 - 1j, 3 + 0.5j, 4 + 2j, 5 - 3j, 6 + 1j])
+
+
+def scale_first(a, b):
+    a.mul_(2)
+    return b + 0
+
+
+def rotate_complex(z, r):
+    z.mul_(2j)
+    return r * 1
+
+
+def add_shifted(a, b):
+    a.add_(b * 1j)
+    return b.clone()
+
+
+# (name, program, base tensor, arguments made from the base): the arguments overlap in memory
+OVERLAPPING = [
+    ("conj view", scale_first, _z, lambda z: (z, z.conj())),
+    ("view_as_real", rotate_complex, _z, lambda z: (z, torch.view_as_real(z))),
+    ("overlapping slices", add_shifted, _z, lambda z: (z[:-1], z[1:])),
+    ("strided views", scale_first, _z6, lambda z: (z[::2], z[::3])),
+]
+
+
+def _same(actual, expected):
+    """Equal values, dtypes and conj bits (a conj view compares as its values)."""
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.resolve_conj(), expected.resolve_conj(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("inner", INNERS)
+@pytest.mark.parametrize("name,program,base,arguments", OVERLAPPING, ids=[c[0] for c in OVERLAPPING])
+def test_overlapping_inputs_compile(fresh_dynamo, caplog, inner, name, program, base, arguments):
+    compiled = realify.compile(program, inner=inner)
+    with caplog.at_level(logging.WARNING, logger="realify"):
+        # inputs that share no memory: the compiled graph, no warning
+        separate = [x.clone() for x in arguments(base())]
+        expected_inputs = [x.clone() for x in separate]
+        _same(compiled(*separate), program(*expected_inputs))
+        for actual_input, expected_input in zip(separate, expected_inputs):
+            _same(actual_input, expected_input)
+        assert not [r for r in caplog.records if "shares memory" in r.getMessage()]
+        expected_base = base()
+        expected = program(*arguments(expected_base))
+        actual_base = base()
+        actual = compiled(*arguments(actual_base))
+        again_base = base()
+        again = compiled(*arguments(again_base))
+    _same(actual, expected)
+    _same(actual_base, expected_base)
+    _same(again, expected)
+    _same(again_base, expected_base)
+    warnings = [r for r in caplog.records if "shares memory" in r.getMessage()]
+    assert len(warnings) == 1, "one warning per compiled graph, naming the inputs"
+    assert "L[" in warnings[0].getMessage()
+
+
+def test_overlapping_inputs_gradients(fresh_dynamo):
+    """A non-leaf that requires grad may be written in place in eager: the call that runs
+    eagerly has eager's gradients."""
+    def program(a, b):
+        a.mul_(2)
+        return (b * b).abs().sum()
+
+    def grad_of(run):
+        w = _z().requires_grad_()
+        a = w * 1
+        run(a, a.conj()).backward()
+        return w.grad
+
+    expected = grad_of(program)
+    torch.testing.assert_close(grad_of(realify.compile(program, inner="eager")), expected)
+    torch._dynamo.reset()
+    torch.testing.assert_close(grad_of(realify.compile(program)), expected)
+
+
+def test_no_overlap_check_without_writes(fresh_dynamo, monkeypatch):
+    """A graph that writes to no input never looks for overlapping inputs (no per-call cost)."""
+    def fail(*args, **kwargs):
+        raise AssertionError("overlap looked for in a graph without writes")
+
+    monkeypatch.setattr(realify.backend, "overlapping_write", fail)
+    z = _z()
+    compiled = realify.compile(lambda a, b: a * b + 1, inner="eager")
+    _same(compiled(z, z.conj()), z * z.conj() + 1)
+
+
+@pytest.mark.parametrize("name,program,base,arguments", OVERLAPPING, ids=[c[0] for c in OVERLAPPING])
+def test_overlapping_inputs_export_adapter(name, program, base, arguments):
+    """An exported program has no eager program to fall back on: overlapping inputs raise,
+    naming both; separate ones give eager's result."""
+    example = tuple(x.resolve_conj().clone() for x in arguments(base()))
+    adapter = realify.ComplexCallAdapter(realify.export(program, example))
+    with pytest.raises(RealifyError, match=r"args\[1\] shares memory with args\[0\], which the exported program writes in place.*clone"):
+        adapter(*arguments(base()))
+    separate = [x.clone() for x in arguments(base())]
+    expected_inputs = [x.clone() for x in separate]
+    _same(adapter(*separate), program(*expected_inputs))
+    for actual_input, expected_input in zip(separate, expected_inputs):
+        _same(actual_input, expected_input)
+
+
+def test_overlapping_write_spans():
+    z = _z6()
+    assert aliasing.overlapping_write([z, z.conj()], {0}) == (0, 1)
+    assert aliasing.overlapping_write([z, torch.view_as_real(z)], {1}) == (1, 0)
+    assert aliasing.overlapping_write([z[:3], z[3:]], {0}) is None
+    assert aliasing.overlapping_write([torch.view_as_real(z)[:3], torch.view_as_real(z)[3:]], {0, 1}) is None
+    assert aliasing.overlapping_write([z[:4], z[3:]], {0}) == (0, 1)
+    assert aliasing.overlapping_write([z, z.conj()], set()) is None  # nothing written
+    assert aliasing.overlapping_write([z, z.clone(), 3], {0, 1}) is None
+    assert aliasing.overlapping_write([z[:0], z], {0}) is None  # empty: nothing shared
+
+
+# ---- outputs ---------------------------------------------------------------------------------
+
+
+def transposed(z):
+    return z.t()
+
+
+def sliced(z):
+    return z[1:]
+
+
+def conjugated(z):
+    return z.conj()
+
+
+def computed_transposed(z):
+    return (z * 2).t()
+
+
+def written_then_sliced(z):
+    z.mul_(2)
+    return z[1:]
+
+
+def written_whole(z):
+    z.mul_(2)
+    return z
+
+
+def mixed(z):
+    return z.t(), z * 2, (z * 2).t(), torch.view_as_real(z), torch.view_as_real(z)[1:], z.exp()[:, 1:], (z * 2).real
+
+
+def rfft2_sliced(x):
+    xf = torch.fft.rfft2(x)
+    return xf[:, :, :4, :4]
+
+
+def _square():
+    return torch.randn(3, 4, dtype=torch.complex64)
+
+
+OUTPUTS = [
+    ("transpose of input", transposed, _square),
+    ("slice of input", sliced, _square),
+    ("conj of input", conjugated, _square),
+    ("transposed result", computed_transposed, _square),
+    ("slice of written input", written_then_sliced, _square),
+    ("written input itself", written_whole, _square),
+    ("mixed", mixed, _square),
+    ("slice of rfft2 output", rfft2_sliced, lambda: torch.randn(4, 8, 16, 16)),
+]
+
+
+def _check_outputs(actual, expected, actual_input, expected_input):
+    """Values, strides, memory shared with the input and identity, as eager's; then a write to
+    the input shows in exactly the outputs where it shows in eager's."""
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(actual) == len(expected)
+    _same(actual_input, expected_input)
+    for a, e in zip(actual, expected):
+        _same(a, e)
+        assert a.stride() == e.stride(), (a.stride(), e.stride())
+        assert a.is_conj() == e.is_conj() or not e._is_view()
+        shares = e.untyped_storage().data_ptr() == expected_input.untyped_storage().data_ptr()
+        assert (a.untyped_storage().data_ptr() == actual_input.untyped_storage().data_ptr()) == shares
+        assert (a is actual_input) == (e is expected_input)
+    for x in (actual_input, expected_input):
+        x.add_(10)
+    for a, e in zip(actual, expected):
+        _same(a, e)
+
+
+@pytest.mark.parametrize("inner", INNERS)
+@pytest.mark.parametrize("name,program,make", OUTPUTS, ids=[c[0] for c in OUTPUTS])
+def test_output_layouts_compile(fresh_dynamo, inner, name, program, make):
+    expected_input = make()
+    actual_input = expected_input.clone()
+    expected = program(expected_input)
+    actual = realify.compile(program, inner=inner)(actual_input)
+    _check_outputs(actual, expected, actual_input, expected_input)
+
+
+@pytest.mark.parametrize("name,program,make", OUTPUTS, ids=[c[0] for c in OUTPUTS])
+def test_output_layouts_export_adapter(name, program, make):
+    expected_input = make()
+    actual_input = expected_input.clone()
+    adapter = realify.ComplexCallAdapter(realify.export(program, (expected_input.clone(),)))
+    expected = program(expected_input)
+    actual = adapter(actual_input)
+    _check_outputs(actual, expected, actual_input, expected_input)
+
+
+def test_output_layouts_gradients(fresh_dynamo):
+    """Outputs taken from inputs and outputs written with eager's strides carry eager's
+    gradients (Inductor: the training graph)."""
+    def program(z, x):
+        return z.t(), torch.fft.rfft2(x)[:, :4], (z * 2).t()
+
+    def grads(run):
+        z = torch.randn(3, 4, dtype=torch.complex64, requires_grad=True)
+        x = torch.randn(2, 6, 8, requires_grad=True)
+        with torch.no_grad():
+            z.copy_(torch.linspace(-1, 1, 12).reshape(3, 4) * (1 + 2j))
+            x.copy_(torch.linspace(-1, 1, 96).reshape(2, 6, 8))
+        outs = run(z * 1, x)
+        sum(((o * (1 + 1j)).abs() ** 2).sum() for o in outs).backward()
+        return [o.stride() for o in outs], z.grad, x.grad
+
+    expected = grads(program)
+    for inner in INNERS:
+        torch._dynamo.reset()
+        strides, z_grad, x_grad = grads(realify.compile(program, inner=inner))
+        assert strides == expected[0]
+        torch.testing.assert_close(z_grad, expected[1])
+        torch.testing.assert_close(x_grad, expected[2])
+
+
+def test_output_strides_contiguous_graph_unchanged(fresh_dynamo):
+    """A contiguous output is stacked as before: no buffer with other strides in the graph."""
+    graphs = []
+
+    def inner(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    realify.compile(lambda z: (z * 2).exp(), inner=inner)(_square())
+    (graph,) = graphs
+    targets = {n.target for n in graph.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.stack.default in targets
+    assert torch.ops.aten.empty_strided.default not in targets

@@ -1,0 +1,199 @@
+"""Errors a user can catch and place: realify's own exception types from every entry point,
+naming the user's source line and advice that entry point can follow, and calls of exported
+programs with the wrong kind of input named before the real program fails inside.
+
+Each case also runs the corrected call and compares it with eager complex PyTorch."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import pytest
+import torch
+
+import realify
+
+C64, C128 = torch.complex64, torch.complex128
+
+
+def randc(*shape, dtype=C64):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def line_of(fn, text: str) -> str:
+    """``file:line`` of the first line of ``fn`` holding ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return f"{inspect.getsourcefile(fn)}:{first + offset}"
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def eigvals_of_double(z):
+    y = z * 2
+    return torch.linalg.eigvals(y)  # linalg_eig has no planar rule
+
+
+def helper_without_rule(y):
+    return torch.linalg.eigvals(y)
+
+
+def calls_helper(z):
+    return helper_without_rule(z + 1)
+
+
+class CallsHelper(torch.nn.Module):
+    def forward(self, z):
+        return helper_without_rule(z - 1)
+
+
+# ---- realify.compile: the realify error itself --------------------------------------------
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_compile_strict_raises_missing_rule_error_itself():
+    z = randc(3, 3)
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.compile(eigvals_of_double, inner="eager", strict=True)(z)
+    err = info.value
+    assert err.op is torch.ops.aten.linalg_eig.default
+    assert line_of(eigvals_of_double, "torch.linalg.eigvals(y)") in err.where
+    assert isinstance(err.__cause__, torch._dynamo.exc.BackendCompilerFailed)  # chained, not lost
+    assert "strict=False" in str(err)  # advice this entry point has
+    # that advice works: the op runs as an eager island and matches eager
+    torch._dynamo.reset()
+    with warnings.catch_warnings():  # the island warning comes once per op and process
+        warnings.simplefilter("ignore")
+        got = realify.compile(eigvals_of_double, inner="eager", strict=False)(z)
+    want = eigvals_of_double(z)
+    key = lambda v: torch.sort(v.real * 1e3 + v.imag).values  # eigenvalues in no fixed order
+    torch.testing.assert_close(key(got), key(want), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_compile_decorator_and_module_raise_missing_rule_error():
+    z = randc(3, 3)
+    decorated = realify.compile(inner="eager", strict=True)(calls_helper)
+    with pytest.raises(realify.MissingRuleError, match="linalg_eig") as info:
+        decorated(z)
+    assert line_of(helper_without_rule, "torch.linalg.eigvals(y)") in info.value.where
+
+    torch._dynamo.reset()
+    module = realify.compile(CallsHelper(), inner="eager", strict=True)
+    assert isinstance(module, torch.nn.Module)  # still a module (parameters, state_dict)
+    with pytest.raises(realify.MissingRuleError, match="linalg_eig"):
+        module(z)
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_compile_other_errors_are_not_rewrapped():
+    """Only realify's errors are unwrapped: a user's own error inside the program reaches the
+    caller as it does from eager (dynamo re-raises those itself), and a working program's
+    result matches eager."""
+
+    def program(z):
+        if z.shape[0] == 3:
+            raise ValueError("the user's own error")
+        return (z * 1j).exp()
+
+    compiled = realify.compile(program, inner="eager")
+    with pytest.raises(ValueError, match="the user's own error"):
+        compiled(randc(3))
+    z = randc(4)
+    torch.testing.assert_close(compiled(z), program(z))
+
+
+# ---- decompose and export: the user's line, and advice each entry point has -----------------
+
+
+def test_decompose_names_the_source_line_and_its_own_advice():
+    z = randc(3, 3)
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.decompose(eigvals_of_double, [z])
+    err, message = info.value, str(info.value)
+    assert line_of(eigvals_of_double, "torch.linalg.eigvals(y)") in err.where
+    assert "graph node" not in message
+    assert "strict=False" not in message  # decompose has no strict argument
+    assert "on_missing" in message and "realify.compile" in message
+    assert "While executing" not in message  # no interpreter noise after the advice
+    # the advice: realify.compile runs the program, the op as an island, as eager does
+    torch._dynamo.reset()
+    with warnings.catch_warnings():  # the island warning comes once per op and process
+        warnings.simplefilter("ignore")
+        got = realify.compile(eigvals_of_double, inner="eager")(z)
+    key = lambda v: torch.sort(v.real * 1e3 + v.imag).values
+    torch.testing.assert_close(key(got), key(eigvals_of_double(z)), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+
+
+def test_decompose_names_the_innermost_user_line():
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.decompose(calls_helper, [randc(3, 3)])
+    assert line_of(helper_without_rule, "torch.linalg.eigvals(y)") in info.value.where
+    # and the source lines recorded for a program that decomposes change nothing in its result
+    z = randc(5)
+    gm = realify.decompose(lambda v: (v * 2).exp().sum(), [z])
+    torch.testing.assert_close(gm(z)[0], (z * 2).exp().sum())
+
+
+def test_export_names_the_source_line():
+    z = randc(3, 3)
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.export(eigvals_of_double, (z,))
+    message = str(info.value)
+    assert line_of(eigvals_of_double, "torch.linalg.eigvals(y)") in info.value.where
+    assert "exported program cannot call back into eager" in message
+    assert "strict=False" not in message and "on_missing" not in message
+    # torch.export records an nn.Module's forward line (non-strict) or the innermost line (strict)
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.export(CallsHelper(), (z,))
+    assert line_of(CallsHelper.forward, "helper_without_rule(z - 1)") in info.value.where
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.export(CallsHelper(), (z,), strict=True)
+    assert line_of(helper_without_rule, "torch.linalg.eigvals(y)") in info.value.where
+
+
+# ---- calling exported programs with the wrong inputs ----------------------------------------
+
+
+def product(a, b):
+    return a @ b
+
+
+@pytest.fixture(scope="module")
+def exported_product():
+    a, b = randc(3, 4), randc(4, 2)
+    return realify.export(product, (a, b)), a, b
+
+
+def test_adapter_names_a_wrong_complex_dtype(exported_product):
+    ep, a, b = exported_product
+    adapter = realify.ComplexCallAdapter(ep)
+    with pytest.raises(realify.RealifyError, match=r"args\[0\] is a torch.complex128 tensor.*exported for "
+                                                   r"torch.complex64.*args\[0\].to\(torch.complex64\)"):
+        adapter(a.to(C128), b)
+    torch.testing.assert_close(adapter(a.to(C128).to(C64), b), product(a, b))
+
+
+def test_adapter_names_real_and_complex_in_the_wrong_places(exported_product):
+    ep, a, b = exported_product
+    adapter = realify.ComplexCallAdapter(ep)
+    with pytest.raises(realify.RealifyError, match=r"args\[1\] is a real torch.float32 tensor.*view_as_complex"):
+        adapter(a, b.real.contiguous())
+    with pytest.raises(realify.RealifyError, match=r"kwargs\['scale'\] is a torch.complex64 tensor.*real value"):
+        ep_scaled = realify.export(lambda x, scale: x * scale, (a,), {"scale": torch.tensor(2.0)})
+        realify.ComplexCallAdapter(ep_scaled)(a, scale=torch.tensor(2.0 + 0j, dtype=C64))
+    torch.testing.assert_close(realify.ComplexCallAdapter(ep_scaled)(a, scale=torch.tensor(3.0)), a * 3.0)
+
+
+def test_exported_module_names_a_complex_input(exported_product):
+    ep, a, b = exported_product
+    module = ep.module()
+    with pytest.raises(realify.RealifyError, match=r"args\[0\] is a torch.complex64 tensor.*real \(\.\.\., 2\) "
+                                                   r"torch.float32.*torch.view_as_real\(args\[0\]\).*ComplexCallAdapter"):
+        module(a, torch.view_as_real(b))
+    with pytest.raises(realify.RealifyError, match=r"args\[1\] is a torch.float64 tensor of shape \(4, 2, 2\)"):
+        module(torch.view_as_real(a), torch.view_as_real(b).double())
+    got = module(torch.view_as_real(a), torch.view_as_real(b))
+    torch.testing.assert_close(torch.view_as_complex(got), product(a, b))
