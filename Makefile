@@ -21,7 +21,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 tests
 
 test-all: $(VENV)/.installed
-	$(PY) -m pytest -q -n 2 -m "slow or not slow" tests
+	$(PY) -m pytest -q -n 2 -m "not fuzz_long" tests
 
 bench: $(VENV)/.installed
 	$(PY) -m realify bench
