@@ -9,6 +9,7 @@ from .backend import compile, realify_backend
 from .decompose import Signature, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
 from .export import ComplexCallAdapter, ExportSignature, export, export_adapter
+from .rules._derivative import decompositions as pointwise_decompositions
 from .tensor import ComplexTensor
 
 logging.getLogger("realify").addHandler(logging.NullHandler())
@@ -29,5 +30,6 @@ __all__ = [
     "export",
     "export_adapter",
     "ExportSignature",
+    "pointwise_decompositions",
 ]
 __version__ = "0.1.0"
