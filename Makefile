@@ -1,33 +1,62 @@
 # make demo : create .venv if missing, install realify, run the built-in workloads
 # make test : same bootstrap, then the test suite
-VENV ?= .venv
+#
+# The default torch is the newest release realify supports (what `pip install realify` gets);
+# every other supported release has a venv of its own and a compatibility run:
+#   make test-compat TORCH=2.13.0     (.venv-torch-2.13.0)
+# The supported range is pyproject.toml's; SUPPORTED_TORCH lists the release tested for each
+# minor version (the CI runs them all: .ci/run).
+DEFAULT_TORCH := 2.15.0
+SUPPORTED_TORCH := 2.13.0 2.14.1 2.15.0
+TORCH ?= $(DEFAULT_TORCH)
+VENV ?= $(if $(filter $(DEFAULT_TORCH),$(TORCH)),.venv,.venv-torch-$(TORCH))
 PY := $(VENV)/bin/python
+# torch's CPU build, where the machine keeps one on disk (pip prefers 2.13.0+cpu to 2.13.0)
 WHEELS := $(wildcard /opt/wheels)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
-TORCH_PIN := torch==2.13.0
+# A machine-wide pip constraint file may cap torch below the release asked for here; the venv
+# takes exactly the pinned release instead (an empty constraint set).
+PIP := PIP_CONSTRAINT=/dev/null $(PY) -m pip
+# compatibility run: the whole suite but the OpInfo table's later samples (REALIFY_OPINFO_SAMPLES)
+COMPAT_ENV := REALIFY_OPINFO_SAMPLES=1
+OUT ?= out
 
-.PHONY: demo test test-all bench coverage clean
+.PHONY: install demo test test-all test-compat compat-table bench coverage clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed-torch-$(TORCH): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q $(PIP_FLAGS) $(TORCH_PIN)
-	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[test,bench]' $(TORCH_PIN)
+	$(PIP) install -q $(PIP_FLAGS) torch==$(TORCH)
+	$(PIP) install -q $(PIP_FLAGS) -e '.[test,bench]' torch==$(TORCH)
+	rm -f $(VENV)/.installed-torch-*
 	touch $@
 
-demo: $(VENV)/.installed
+install: $(VENV)/.installed-torch-$(TORCH)
+
+demo: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m realify demo
 
-test: $(VENV)/.installed
-	$(PY) -m pytest -q -n 2 tests
+# REPORT=<file.json>: outcomes per front end, for README's compatibility table
+test: $(VENV)/.installed-torch-$(TORCH)
+	REALIFY_FRONT_END_REPORT=$(REPORT) $(PY) -m pytest -q -n 2 tests
 
-test-all: $(VENV)/.installed
+test-all: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m pytest -q -n 2 -m "not fuzz_long" tests
 
-bench: $(VENV)/.installed
+test-compat: $(VENV)/.installed-torch-$(TORCH)
+	REALIFY_FRONT_END_REPORT=$(REPORT) $(COMPAT_ENV) $(PY) -m pytest -q -n 2 tests
+
+# README's compatibility table from the front-end reports of a CI run (.ci/run writes them)
+compat-table:
+	python3 .ci/compat_table.py --write README.md $(OUT)/front-ends-torch-*.json
+
+bench: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m realify bench
 
-coverage: $(VENV)/.installed
+coverage: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m realify coverage
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf .venv .venv-torch-* build *.egg-info
+
+print-other-torch:
+	@echo $(filter-out $(DEFAULT_TORCH),$(SUPPORTED_TORCH))

@@ -1,19 +1,21 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with two graph-rewriting post-grad
-passes, one config change, one decomposition left out and one code-generation change. The
-first four change how a real graph runs, never a value; the fifth keeps the values the rules
-compute, which Inductor's code generator would round away.
+"""How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, two config
+changes, one decomposition left out and one code-generation change. Items 1, 3, 4 and 5 change
+how a real graph runs, never a value; 2 and 6 keep the values the rules compute, which
+Inductor's graph passes and code generator would change.
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
    (re, im) pairs stay vectorized.
-2. ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it,
+2. ``joint_graph_constant_folding`` off (:data:`KEEP_SIGNED_ZEROS`): ``x + 0`` stays (it
+   turns ``-0`` into ``+0``, as eager's kernels do).
+3. ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it,
    through an ATen-fallback lowering registered explicitly.
-3. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
-4. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
-5. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
+4. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
+5. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
+6. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
    (:class:`AccurateExpm1`); :func:`accurate_expm1` gives it to programs Inductor compiles
    outside the backend, such as :func:`realify.export`'s under AOTInductor.
 
-About the third: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
+About the fourth: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two trips through
 the Python dispatcher per call (its autograd wrapper and its kernel): 50-60 us of fixed cost
 on 2 CPU cores, a third of the kernel's own time in the rotary embedding. A post-grad pass,
@@ -156,6 +158,9 @@ def _blas_operand(x: Any) -> Any:
 
 
 _blas_operand._inductor_lowering_function = True  # type: ignore[attr-defined]
+# the output's metadata for Inductor's FakeTensorUpdater (torch >= 2.14 recomputes it when an
+# input's changes, e.g. after reinplacing, and refuses a lowering function without one)
+_blas_operand._inductor_lowering_output_metadata_fn = lambda x: x.contiguous()  # type: ignore[attr-defined]
 
 
 def _no_unit_stride(x: Any) -> bool:
@@ -275,6 +280,12 @@ def accurate_expm1() -> Iterator[None]:
 # them (a caller's own value in inner_options wins).
 VECTORIZE_PAIRS = {"cpp.enable_tiling_heuristics": False}
 
+# Inductor's joint-graph constant folding also removes "no-op" arithmetic: x + 0 (since torch
+# 2.14 with a Python 0 too), which is not a no-op for x = -0 (-0 + 0 = +0). Rules write
+# "+ 0" exactly where eager's kernel adds a zero part (a real numerator in a complex
+# division: rsqrt(-4 - 0j) = -0 + 0.5j); folding it flips that sign.
+KEEP_SIGNED_ZEROS = {"joint_graph_constant_folding": False}
+
 
 def reads_pairs_fast(config_patches: dict[str, Any]) -> bool:
     """Whether Inductor, with these ``inner_options``, runs kernels that read interleaved
@@ -327,7 +338,7 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
 
     _register_lowerings()
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
-    patches = {**VECTORIZE_PAIRS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1()]}
+    patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1()]}
     from .rules._derivative import decompositions as pointwise_decompositions
 
     decompositions = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}

@@ -5,6 +5,7 @@ Needs the test extras (``torch.testing._internal`` imports ``expecttest``)."""
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable
 
 import torch
@@ -22,6 +23,10 @@ NONDETERMINISTIC = {
     "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
     "rand_like", "randn_like", "randn", "normal", "normal.in_place", "uniform", "bernoulli",
     "nn.functional.feature_alpha_dropout", "pca_lowrank", "svd_lowrank",
+    # torch >= 2.15 lists the dropout family for complex inputs; a compiled program draws its
+    # mask from its own random stream (as torch.compile's default does)
+    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout.with_train",
 }
 
 
@@ -96,11 +101,13 @@ def _direct_callable(op) -> Callable:
     """The torch function behind an OpInfo entry of a random op. OpInfo wraps those in
     wrapper_set_seed (torch.manual_seed), which dynamo runs eagerly: compiling the wrapper
     would send no graph to the backend. Their values are not compared anyway."""
-    candidates = [(torch.Tensor, op.name + "_")]
+    module, _, name = f"torch.{op.name}".rpartition(".")  # nn.functional.dropout: torch.nn.functional
+    candidates = [(torch.Tensor, name + "_")]
     if op.variant_test_name != "in_place":
-        candidates = [(torch, op.name), (torch.Tensor, op.name)] + candidates
-    for owner, name in candidates:
-        fn = getattr(owner, name, None)
+        candidates = [(operator.attrgetter(module[len("torch."):])(torch) if module != "torch" else torch, name),
+                      (torch.Tensor, name)] + candidates
+    for owner, attr in candidates:
+        fn = getattr(owner, attr, None)
         if callable(fn):
             return fn
     return op

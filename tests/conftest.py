@@ -9,6 +9,8 @@ warnings.filterwarnings("ignore", message="Casting complex values to real discar
 import pytest
 import torch
 
+pytest_plugins = ["front_end_report"]
+
 
 @pytest.fixture
 def fresh_dynamo():

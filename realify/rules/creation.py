@@ -172,6 +172,15 @@ register(aten.rand.default, aten.rand.generator, aten.rand_like.default, aten.un
     _complex_random(_uniform))
 
 
+@register(aten.bernoulli.p)
+def bernoulli_p(self, p=0.5, *, generator=None):
+    # dropout's mask on a complex input, as torch >= 2.15 decomposes dropout (eager has no
+    # complex Bernoulli kernel; its dropout draws the mask as a real tensor of the input's
+    # shape): 0/1 real parts drawn as for the real part, imaginary parts 0
+    mask = aten.bernoulli.p(self.re, p, generator=generator)
+    return ComplexTensor(mask, torch.zeros_like(mask))
+
+
 @register(aten.normal_.default)
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     # no functional variant aten.normal.default exists for the generic in-place path
