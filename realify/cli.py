@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["coverage"]:
+        # realify.coverage parses its own options (a REMAINDER argument would refuse a leading one)
+        return coverage(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "bench":
         return bench(args)

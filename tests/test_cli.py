@@ -134,6 +134,15 @@ def test_coverage_slot(monkeypatch, capsys):
     assert "missing" in capsys.readouterr().err
 
 
+def test_coverage_options_reach_its_own_parser(monkeypatch):
+    seen = []
+    fake = type(sys)("realify.coverage")
+    fake.main = lambda argv: seen.append(argv) or 0
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: fake)
+    assert cli.main(["coverage", "--out", "x.md", "--only", "abs"]) == 0
+    assert seen == [["--out", "x.md", "--only", "abs"]]
+
+
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "realify", "bench", "--help"], capture_output=True, text=True,
                           timeout=120)
