@@ -737,30 +737,3 @@ def test_expanded_reshape_and_view_outputs(fresh_dynamo):
     got = realify.compile(program, inner="eager")(a)
     for x, y in zip(got, program(a)):
         torch.testing.assert_close(x, y, rtol=0, atol=0)
-
-
-def test_division_gradients_are_eagers_formula(fresh_dynamo):
-    # the long run found d(a / a)/da = 1.2e24 at a = -1e-40 (eager: 0): realify differentiated
-    # Smith's algorithm, whose two gradient terms (each ~1e40) rounded differently; and at a
-    # zero divisor the gradient was nan where eager's is inf. Division now has eager's formula.
-    a = torch.tensor([0j, -1e-40 + 0j, 1e-40j, 3 - 2j], dtype=torch.complex128)
-    b = torch.tensor([1 + 2j, 0j, -0.0 + 0j, 1e-30j], dtype=torch.complex128)
-
-    def gradients(fn, *inputs):
-        inputs = [x.clone().requires_grad_() for x in inputs]
-        return torch.autograd.grad(torch.view_as_real(fn(*inputs)).sum(), inputs)
-
-    def same(x, y):  # equal values, nan where eager's is; a last-bit difference in a division
-        torch.testing.assert_close(x, y, rtol=4 * torch.finfo(torch.float64).eps, atol=0, equal_nan=True)
-        assert torch.equal(x.real.isinf() | x.imag.isinf(), y.real.isinf() | y.imag.isinf())
-
-    def self_ratio(x):
-        return x / x
-
-    def ratio(x, y):
-        return x / y
-
-    (got,), (expected,) = gradients(realify.compile(self_ratio, inner="eager"), a), gradients(self_ratio, a)
-    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
-    for got, expected in zip(gradients(realify.compile(ratio, inner="eager"), a, b), gradients(ratio, a, b)):
-        same(got, expected)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import register
-from ._derivative import C, apply, formula, holomorphic
+from ._derivative import C, apply, holomorphic
 from ._algebra import cdiv, cmul, padd, pmul, pneg, psub
 from ._planar import complex_like, pairs_of, parts, result_dtype
 from .. import config
@@ -83,15 +83,6 @@ def _on_pairs(a, b) -> bool:
             and a.re.dtype == b.re.dtype and a.re.dtype in (torch.float32, torch.float64))
 
 
-def _div_grad(inputs, w, g, _):
-    # eager's formulas: self: g / conj(b); other: -g conj((a / b) / b)  (w = a / b)
-    a, b = inputs
-    return [g / b.conj(), -g * (w / b).conj()]
-
-
-formula("div", lambda parts, _: cdiv(*parts), _div_grad)
-
-
 @register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div(self, other, *, rounding_mode=None):
     if rounding_mode is not None:
@@ -101,10 +92,6 @@ def div(self, other, *, rounding_mode=None):
         )
     # Smith's division, see _algebra.cdiv
     dtype, (a, b) = _operands(self, other)
-    if all(isinstance(p, torch.Tensor) for p in (*a, *b)):
-        # complex by complex: differentiated by eager's formula, so that the two terms of a
-        # gradient cancel as eager's do (d(z / z)/dz = 0 exactly, at any |z|)
-        return complex_like(*apply("div", C(*a), C(*b)), dtype, _like(self, other))
     return complex_like(*cdiv(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
 
 
