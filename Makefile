@@ -17,8 +17,8 @@ PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 # A machine-wide pip constraint file may cap torch below the release asked for here; the venv
 # takes exactly the pinned release instead (an empty constraint set).
 PIP := PIP_CONSTRAINT=/dev/null $(PY) -m pip
-# compatibility run: the suite less the OpInfo table's later samples and a few long Inductor
-# compilations (tests/conftest.py, COMPAT_RUN_LEAVES_OUT)
+# compatibility run: the OpInfo table's first sample per op and the modules that run every
+# front end and Inductor integration on small programs (tests/conftest.py, COMPAT_RUN_MODULES)
 COMPAT_ENV := REALIFY_COMPAT_RUN=1
 OUT ?= out
 
