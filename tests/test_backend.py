@@ -355,3 +355,47 @@ def test_eager_island_gradients_match_eager():
     torch.testing.assert_close(g, expected, rtol=1e-4, atol=1e-5)
     assert rec.complex_nodes() == []
     assert "backward" in rec.kinds()
+
+
+def _dropout(z):
+    return torch.nn.functional.dropout(z, p=0.3, training=True) * 1
+
+
+def _channel_dropout(z):
+    return torch.nn.functional.dropout2d(z, p=0.3, training=True) * 1
+
+
+def _eager_has_complex_dropout() -> bool:
+    try:
+        torch.nn.functional.dropout(torch.ones(2, dtype=C64), training=True)
+    except NotImplementedError:  # torch < 2.15: "bernoulli_scalar_cpu_" has no complex kernel
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _eager_has_complex_dropout(), reason="this torch's eager dropout has no complex kernel "
+                    "(bernoulli_ on ComplexFloat: torch < 2.15), so there is no behaviour to match")
+@pytest.mark.parametrize("front_end", ["inductor", "eager-inner", "complex-tensor"])
+@pytest.mark.parametrize("fn", [_dropout, _channel_dropout], ids=["dropout", "dropout2d"])
+def test_dropout_keeps_or_zeroes_whole_elements_scaled_as_eager(fn, front_end):
+    # The random stream differs from eager's (the mask is drawn for the real part), so compare
+    # what eager guarantees: every element is 0 or z / (1 - p), both parts together (a channel
+    # together for dropout2d), a share p of them zeroed, and the gradient is the same mask times
+    # 1 / (1 - p). No part of the complex number is dropped or scaled alone.
+    p = 0.3
+    torch.manual_seed(0)  # the share of zeros below is a statistical check: a fixed draw
+    z = torch.complex(torch.randn(8, 64, 16, 16), torch.randn(8, 64, 16, 16)).requires_grad_()
+    if front_end == "complex-tensor":
+        out = fn(realify.ComplexTensor.from_complex(z)).to_complex()
+    else:
+        out = realify.compile(fn, inner="inductor" if front_end == "inductor" else "eager")(z)
+    kept = out != 0
+    if fn is _channel_dropout:
+        assert bool((kept.all((-2, -1)) | ~kept.any((-2, -1))).all()), "a channel partly dropped"
+    scaled = z.detach() / (1 - p)
+    torch.testing.assert_close(torch.where(kept, out.detach(), scaled), scaled, rtol=1e-6, atol=0)
+    share = 1 - kept.double().mean().item()
+    assert abs(share - p) < 0.05, f"{share:.3f} of the elements dropped, p = {p}"
+    g = torch.complex(torch.randn(z.shape), torch.randn(z.shape))
+    (grad,) = torch.autograd.grad(out, z, g)
+    torch.testing.assert_close(grad, torch.where(kept, g / (1 - p), 0), rtol=1e-6, atol=0)
