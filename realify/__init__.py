@@ -8,7 +8,7 @@ from . import backend, config
 from .backend import compile, realify_backend
 from .decompose import Signature, decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
-from .export import ComplexCallAdapter, ExportSignature, export, export_adapter
+from .export import ComplexCallAdapter, ExportSignature, export
 from .rules._derivative import decompositions as pointwise_decompositions
 from .tensor import ComplexTensor
 
@@ -28,7 +28,6 @@ __all__ = [
     "config",
     "decompose",
     "export",
-    "export_adapter",
     "ExportSignature",
     "pointwise_decompositions",
 ]

@@ -26,7 +26,3 @@ def complex_dtype(dtype: torch.dtype) -> torch.dtype:
     if dtype == torch.bfloat16:
         raise TypeError("bfloat16 has no complex counterpart in PyTorch; cast to float32 first")
     return REAL_TO_COMPLEX[dtype]
-
-
-def is_complex_dtype(dtype: object) -> bool:
-    return isinstance(dtype, torch.dtype) and dtype.is_complex

@@ -306,11 +306,6 @@ def _with_strides(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 
 
-def export_adapter(ep: ExportedProgram, signature: ExportSignature | None = None) -> ComplexCallAdapter:
-    """``ComplexCallAdapter(ep)``: the exported program, called with complex tensors."""
-    return ComplexCallAdapter(ep, signature)
-
-
 def check_real(ep: ExportedProgram) -> None:
     """Raise :class:`~realify.ComplexLeakError` naming each node, state entry or constant of
     ``ep`` that still holds a complex dtype."""

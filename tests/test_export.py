@@ -274,7 +274,7 @@ def test_real_tensor_with_trailing_two_is_not_complex():
     ep = realify.export(f, (x, z))
     placeholders = [n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"]
     assert [tuple(p.shape) for p in placeholders] == [(4, 2), (4, 2)]
-    signature = realify.export_adapter(ep).signature
+    signature = realify.ComplexCallAdapter(ep).signature
     assert signature.inputs == (None, C64) and signature.outputs == (None, C64)
     assert_close(ep.module()(x, torch.view_as_real(z)), (x * 3.0, torch.view_as_real(f(x, z)[1])))
 

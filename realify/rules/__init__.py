@@ -68,12 +68,6 @@ def register(*ops: OpOverload | OpOverloadPacket) -> Callable[[Rule], Rule]:
     return decorate
 
 
-def registered_ops() -> list[object]:
-    """Every op (overload or packet) that has a rule, in registration order."""
-    _load_families()
-    return list(_TABLE)
-
-
 def lookup(func: OpOverload) -> Rule | None:
     """The rule for ``func``: its exact overload first, then its packet."""
     _load_families()

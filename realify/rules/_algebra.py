@@ -87,8 +87,3 @@ def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
 
 def _div_real(a: Part, c: Part) -> Part:
     return None if a is None else a / c
-
-
-def csquare_abs(ar: Part, ai: Part) -> Part:
-    # |z|^2 = re^2 + im^2 (no hypot: callers use it only where overflow is not a concern)
-    return padd(pmul(ar, ar), pmul(ai, ai))
