@@ -140,3 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     print(next(l for l in text.splitlines() if l.startswith("**Summary")))
     print(f"wrote {args.out}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
