@@ -16,22 +16,18 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 import realify
+from known_failures import FACTORIZATIONS, NO_RULE_YET
 from realify.opinfo import assert_matches, complex_ops, flatten_sample, op_id
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 # The OpInfo entries whose complex64 samples trace into at least one eager island
-# (realify.decompose with islands allowed, every sample the table tests use).
+# (realify.decompose with islands allowed, every sample the table tests use): the entries of
+# tests/known_failures.py's FACTORIZATIONS and NO_RULE_YET, which have no rule yet.
 # test_each_listed_op_runs_as_an_island checks that each still is; an op that starts running
 # as an island fails the strict OpInfo tables until tests/known_failures.py names it, and
-# belongs here then.
-ISLAND_OPS = (
-    "cholesky", "geqrf", "linalg.cholesky", "linalg.cholesky_ex", "linalg.det", "linalg.eig", "linalg.eigh",
-    "linalg.eigvals", "linalg.householder_product", "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve",
-    "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu_solve", "linalg.matrix_sqrth", "linalg.pinv",
-    "linalg.pinv.hermitian", "linalg.pinv.singular", "linalg.polar", "linalg.qr", "linalg.slogdet", "linalg.svd", "logcumsumexp", "logdet", "lu", "lu_solve",
-    "lu_unpack", "ormqr", "pca_lowrank", "pinverse", "qr", "svd", "svd_lowrank",
-)
+# belongs in one of those two categories then.
+ISLAND_OPS = tuple(sorted({*FACTORIZATIONS.ops, *NO_RULE_YET.ops}))
 
 # OpInfo marks these not differentiable (eager has no derivative formula for geqrf,
 # linalg_ldl_factor_ex, linalg_ldl_solve): values only. The test checks the list against OpInfo.
