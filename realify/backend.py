@@ -137,11 +137,9 @@ class _Runtime:
     It runs on every call, so what can be decided once is: which inputs to split (and how),
     which outputs to merge or take from inputs, whether the outputs form a plain tuple (no
     pytree to rebuild), and whether the graph writes to any input (only then can inputs that
-    share memory change a result, so only then are they looked for). With the split's own
-    checks this took realify's per-call cost over plain ``torch.compile`` from 21 us to 16 us,
-    and one complex view per operand in the pairs-product lowering (realify.inductor) to
-    11 us: the rotary embedding at its tiny size, medians of 5000 alternating calls, realify
-    107 us, torch.compile 96 us, eager 46 us.
+    share memory change a result, so only then are they looked for). Small calls (the rotary
+    embedding) pay this on every call: the per-call cost over plain ``torch.compile`` is
+    measured in docs/benchmarks.md, "Measurements behind design choices".
 
     Boundary semantics, as eager's:
 
@@ -241,13 +239,12 @@ def _input_names(gm: fx.GraphModule, count: int) -> list[str]:
 # - under Inductor, every input, unless the caller turned Inductor's tiling heuristic back on
 #   (realify.inductor.reads_pairs_fast). Inductor's kernels read the pairs with vectorized
 #   gathered loads (realify.inductor.VECTORIZE_PAIRS), so the first kernel that reads an input
-#   deinterleaves it for free: the GEMM operand split with its Gauss sum Ar + Ai took
-#   0.41-0.62 ms per 2^20 elements fused, against 0.7-1.5 ms for the stack alone; the docs
-#   chain ran 26.1-26.5 ms single-threaded from pairs, 27.4-28.3 ms from planes; FFT ops
-#   read pairs natively.
-# - for other inner compilers, inputs up to SMALL_INPUT elements: splitting costs a fixed
-#   ~40 us per input per call (the rotary frequency table: a third of the call), more than
-#   stride-2 loads of so little data; larger inputs are split once, planar.
+#   deinterleaves it for free (the GEMM operand split fused with its Gauss sum costs less than
+#   a separate stack would); FFT ops read pairs natively.
+# - for other inner compilers, inputs up to SMALL_INPUT elements: splitting has a fixed cost
+#   per input per call, more than stride-2 loads of so little data (the rotary frequency
+#   table); larger inputs are split once, planar.
+# Measured: docs/benchmarks.md, "Measurements behind design choices".
 # - every input of a graph that reads storage directly (as_strided): a view of the input's
 #   own storage keeps its offsets, where a planar copy would not.
 SMALL_INPUT = 1 << 14
@@ -282,11 +279,9 @@ def _split(z: torch.Tensor, layout: str = "planar") -> torch.Tensor:
     """Complex (*shape) -> real (2, *shape) planar, in one copy pass (differentiable); or, for
     the "interleaved" layout, its (re, im) pairs (*shape, 2) as a view where it can be one.
 
-    ``stack`` of the real/imag views (which also resolves lazy conj/neg bits) measured 2.5 ms
-    for 2^20 complex64 elements on 2 cores, against 11.5 ms for
-    ``view_as_real(z).movedim(-1, 0).contiguous()`` (a transposing copy), and reading the
-    interleaved input with stride-2 loads inside the Inductor kernel made the docs chain 2x
-    slower overall (97 ms against 51 ms)."""
+    ``stack`` of the real/imag views (which also resolves lazy conj/neg bits) is one pass;
+    ``view_as_real(z).movedim(-1, 0).contiguous()`` is a transposing copy, several times
+    slower (docs/benchmarks.md, "Measurements behind design choices")."""
     if layout == "interleaved":
         if z.is_conj() or z.is_neg():
             z = z.resolve_conj().resolve_neg()

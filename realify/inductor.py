@@ -16,9 +16,9 @@ Inductor's graph passes and code generator would change.
    outside the backend, such as :func:`realify.export`'s under AOTInductor.
 
 About the fourth: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
-real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two trips through
-the Python dispatcher per call (its autograd wrapper and its kernel): 50-60 us of fixed cost
-on 2 CPU cores, a third of the kernel's own time in the rotary embedding. A post-grad pass,
+real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two
+trips through the Python dispatcher per call (its autograd wrapper and its kernel), a fixed
+cost comparable to the kernel's own time on the rotary embedding's sizes. A post-grad pass,
 run on the forward and the backward graph after AOTAutograd has split them (nothing is
 differentiated after it), calls the same ATen kernel directly, through views that cost
 nothing::
@@ -118,8 +118,8 @@ class GemmOperandsForBLAS(CustomGraphPass):
 
     BLAS reads a matrix along a unit stride. For an operand with none, ATen's bmm copies matrix
     by matrix: einsum's batch-major permutes give the FNO weights as 256 matrices with strides
-    (1, 8192, 256), 2.5 ms per bmm against 0.3 ms after one copy, and in the FNO training step
-    such copies took 5-7 ms of a 28 ms step (about 1000 small copies per step, profiled).
+    (1, 8192, 256), and those small copies cost several times the bmm itself (measured in
+    docs/benchmarks.md, "Measurements behind design choices").
 
     Two kinds of operand get there:
 
@@ -202,10 +202,9 @@ class AccurateExpm1(CustomGraphPass):
     Inductor's FX graph cache key, so that a real graph compiled by plain Inductor
     (``exp(x) - 1``) and the same graph compiled by realify never share a cached kernel.
 
-    An earlier form wrote Taylor's series (realify/_expm1.py) into the kernel as Inductor IR:
-    as accurate (1.5 eps), about 5% faster on the docs chain (12.97 against 13.73 ms, one
-    process, alternating), but its ops were inlined into every consumer during code
-    generation, and the docs chain compiled cold in 32 s against 14 s with ATen's function.
+    Writing Taylor's series (realify/_expm1.py) into the kernel as Inductor IR instead is as
+    accurate and runs a little faster, but its ops are inlined into every consumer during code
+    generation, which more than doubles compile time (docs/benchmarks.md, "Measurements behind design choices").
     """
 
     def __call__(self, graph: fx.Graph) -> None:
@@ -274,8 +273,8 @@ def accurate_expm1() -> Iterator[None]:
 # Inductor's CPU code generator runs a loop as scalar code when 12% or more of its loads and
 # stores are non-contiguous (cpp.enable_tiling_heuristics), and it counts every stride-2
 # access to (re, im) pairs as one. A kernel reading pairs then calls scalar libm for every
-# transcendental: the STFT mask (tanh(|m|) exp(i angle(m)) on 130k pairs) took 4.0 ms against
-# 0.85 ms vectorized with gathered loads; a light kernel (2 re + im) 116 us against 54 us.
+# transcendental, several times slower than vectorized code with gathered loads (the STFT
+# mask's tanh(|m|) exp(i angle(m)); docs/benchmarks.md, "Measurements behind design choices").
 # realify's graphs read pairs wherever values enter interleaved, so the heuristic is off for
 # them (a caller's own value in inner_options wins).
 VECTORIZE_PAIRS = {"cpp.enable_tiling_heuristics": False}
@@ -296,8 +295,8 @@ def reads_pairs_fast(config_patches: dict[str, Any]) -> bool:
 
 # Ops Inductor would decompose that run faster as ATen calls. unfold_backward is the
 # overlap-add of istft (signal and window envelope) and the backward of stft's framing;
-# decomposed, it becomes a scatter-add with atomic adds: 1.9-4.9 ms per STFT mask forward on
-# 2 cores, where ATen's kernel takes 0.28-0.44 ms per call (two calls).
+# decomposed, it becomes a scatter-add with atomic adds, many times slower than ATen's kernel
+# (docs/benchmarks.md, "Measurements behind design choices").
 KEEP_AS_ATEN = (torch.ops.aten.unfold_backward.default,)
 
 

@@ -8,7 +8,7 @@ it writes the pairs directly (stride-2 stores keep the kernel vectorized). A com
 comes back planar, as contiguous real and imaginary parts: consumers of an FFT are often
 heavy pointwise kernels (an STFT mask's abs, angle and exp), and a stride-2 load of pairs
 would make Inductor's CPU code run the whole fused kernel as a scalar loop (the STFT mask
-model's training step: 57 ms planar against 76 ms reading pairs).
+model's training step; docs/benchmarks.md, "Measurements behind design choices").
 
 - ``realify::fft_c2c(x, dim, normalization, forward) -> (re, im)``        (aten._fft_c2c)
 - ``realify::fft_r2c(x, dim, normalization, onesided) -> (re, im)``       (aten._fft_r2c)
@@ -238,8 +238,8 @@ cmul_pairs.register_autograd(_cmul_pairs_backward, setup_context=_cmul_pairs_set
 # ---- fusion barrier -------------------------------------------------------------------------
 # Inductor inlines a pointwise value into every reader of it, up to thresholds on reads and
 # op counts. A log-depth scan (associative_scan, 2 log2(n) combine steps, each step reading
-# the previous one's result twice) makes each inlined value twice as large per level: its
-# code generation grew from 18 s at n = 32 to 390 s at n = 256 on a linear recurrence. The
+# the previous one's result twice) makes each inlined value twice as large per level: code
+# generation time grows with it, to minutes on a linear recurrence of a few hundred steps. The
 # results of a vmapped function (each combine step) pass through this op, which Inductor
 # lowers to a stored buffer (realify/inductor.py) and every other consumer drops
 # (decompose keeps the op only when asked to, as the compile backend does for Inductor).

@@ -76,8 +76,8 @@ def _on_pairs(a, b) -> bool:
     than planar parts: when a complex factor is a value the program made with view_as_complex
     and still views its pairs (ComplexTensor.multiply_as_pairs). There the product usually
     goes straight back out through view_as_real (rotary embeddings), and the planar formula
-    would gather the pairs and scatter the result with stride-2 accesses: 2x ATen's kernel
-    even vectorized (0.70-0.85 ms against 0.34-0.38 for the rotary forward on 2 cores)."""
+    would gather the pairs and scatter the result with stride-2 accesses: about twice ATen's
+    kernel's time even vectorized (docs/benchmarks.md, "Measurements behind design choices")."""
     return (config.interleaved_products and isinstance(a, ComplexTensor) and isinstance(b, ComplexTensor)
             and any(z.multiply_as_pairs and z.known_pairs() is not None for z in (a, b))
             and a.re.dtype == b.re.dtype and a.re.dtype in (torch.float32, torch.float64))
