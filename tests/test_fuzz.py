@@ -75,6 +75,10 @@ SPECIALS = (0.0, -0.0, INF, -INF, NAN, 1e30, -1e30, 1e-40, -1e-40)
 # zeros ((inf + 1j) * 2.5 = inf + 2.5j, eager inf + nanj). Those are documented choices.
 SCALARS = (1j, 0.5 - 2j, -1.5 + 0.25j, 2 + 1e-3j, -0.75 - 0.5j)
 POW_EXPONENTS = ("2", "3", "0.5", "-1", "(1+1j)")
+# the functions among the fuzzer's whose value jumps across a branch cut on an axis, where the
+# sign of a zero part picks the side (Var.signed)
+CUT_FUNCTIONS = {"log", "sqrt"}
+CUT_EXPONENTS = {"0.5", "(1+1j)"}
 
 
 # ---- program representation ------------------------------------------------------------------
@@ -181,6 +185,12 @@ class Var:
     complex: bool
     bound: float  # an upper bound of |value| over every element (inf: none known)
     expanded: bool = False  # a view with a stride 0 (expand), or a view of one
+    # its zero parts carry eager's signs. Eager's vectorized complex neg computes 0 - x (so
+    # -(x + 0i) keeps +0 in vector lanes, -0 in the scalar tail); C99 addition and division
+    # (docs/numerics.md) and every cancelling sum (reductions, GEMMs, FFTs) may sign a zero
+    # otherwise. Only functions with a branch cut turn a zero's sign into a different value
+    # (log(-1 + 0i) = i pi, log(-1 - 0i) = -i pi): they take only values signed as eager's
+    signed: bool = True
 
     @property
     def finite(self) -> bool:
@@ -260,7 +270,7 @@ class Builder:
 
     # statements
 
-    def emit(self, expr: str, bound: float, line: str | None = None) -> Var:
+    def emit(self, expr: str, bound: float, line: str | None = None, signed: bool = True) -> Var:
         name = f"v{self.counter}"
         self.counter += 1
         line = line or f"{name} = {expr}"
@@ -272,7 +282,7 @@ class Builder:
                 self.counter -= 1
                 return None
         value = self.env[name]
-        var = Var(name, tuple(value.shape), value.dtype.is_complex, bound)
+        var = Var(name, tuple(value.shape), value.dtype.is_complex, bound, signed=signed)
         self.lines.append(line.replace("{name}", name))
         self.vars.append(var)
         return var
@@ -306,12 +316,16 @@ class Builder:
         b = v.bound
         if fn == "pow":
             e = self.draw(st.sampled_from(POW_EXPONENTS))
+            if e in CUT_EXPONENTS and not v.signed:
+                e = "2"
             bound = {"2": b * b, "3": b ** 3, "0.5": math.sqrt(b)}.get(e, INF)
-            self.emit(f"{v.name} ** {e}", bound)
+            self.emit(f"{v.name} ** {e}", bound, signed=v.signed)
             return
+        if fn in CUT_FUNCTIONS and not v.signed:
+            fn = "exp"
         bound = {"exp": _exp(b), "sin": _exp(b), "cos": _exp(b), "sqrt": math.sqrt(b), "conj": b, "neg": b}.get(fn, INF)
         expr = f"torch.{fn}({v.name})" if fn != "conj" else self.draw(st.sampled_from([f"{v.name}.conj()", f"torch.conj_physical({v.name})"]))
-        self.emit(expr, bound)
+        self.emit(expr, bound, signed=v.signed and fn not in ("neg", "reciprocal"))  # a division: C99
 
     def op_binary(self) -> None:
         v = self.pick()
@@ -323,7 +337,7 @@ class Builder:
         w = self.partner(v, finite=op in "+-")
         bound = {"+": v.bound + w.bound, "-": v.bound + w.bound, "*": v.bound * w.bound}.get(op, INF)
         left, right = (v, w) if self.draw(st.booleans()) or op in "+-" else (w, v)
-        self.emit(f"{left.name} {op} {right.name}", bound)
+        self.emit(f"{left.name} {op} {right.name}", bound, signed=v.signed and w.signed and op == "*")
 
     def op_scalar(self) -> None:
         v = self.pick()
@@ -337,7 +351,7 @@ class Builder:
             expr = f"{s!r} {op[1]} {v.name}" if op != "*" else f"{v.name} * {s!r}"
         else:
             expr = f"{v.name} {op} {s!r}"
-        self.emit(expr, bound)
+        self.emit(expr, bound, signed=v.signed and op == "*")
 
     def op_reduce(self) -> None:
         v = self.pick(pred=lambda v: len(v.shape) >= 1)
@@ -355,7 +369,7 @@ class Builder:
         keepdim = self.draw(st.booleans())
         n = max(v.shape[dim], 1)
         bound = {"sum": n * v.bound, "mean": v.bound, "prod": v.bound ** n if v.bound < 1e15 else INF}[fn]
-        self.emit(f"{v.name}.{fn}(dim={dim}{', keepdim=True' if keepdim else ''})", bound)
+        self.emit(f"{v.name}.{fn}(dim={dim}{', keepdim=True' if keepdim else ''})", bound, signed=False)
 
     def op_view(self) -> None:
         v = self.pick()
@@ -383,7 +397,7 @@ class Builder:
             "expand": f"{v.name}.unsqueeze(0).expand(2, *{v.name}.shape)",
             "select": f"{v.name}[0]",
         }[how]
-        out = self.emit(expr, v.bound)
+        out = self.emit(expr, v.bound, signed=v.signed)
         if out is not None:
             out.expanded = v.expanded or how == "expand"
 
@@ -398,13 +412,13 @@ class Builder:
         if how == "dot":
             w = self.partner(v, finite=True)
             if w.shape != v.shape:
-                return self.emit(f"{v.name} * {w.name}", v.bound * w.bound)
-            self.emit(f"torch.einsum('...i,...i->...', {v.name}, {w.name})", k * v.bound * w.bound)
+                return self.emit(f"{v.name} * {w.name}", v.bound * w.bound, signed=v.signed and w.signed)
+            self.emit(f"torch.einsum('...i,...i->...', {v.name}, {w.name})", k * v.bound * w.bound, signed=False)
             return
         n = self.draw(st.integers(1, 3))
         w = self.new_input((k, n), plain=True)
         op = f"{v.name} @ {w.name}" if how == "matmul" else f"torch.einsum('...i,ij->...j', {v.name}, {w.name})"
-        self.emit(op, k * v.bound * w.bound)
+        self.emit(op, k * v.bound * w.bound, signed=False)
 
     def op_join(self) -> None:
         v = self.pick()
@@ -415,7 +429,7 @@ class Builder:
         if how == "cat" and not v.shape:
             how, dims = "stack", 1
         dim = self.draw(st.integers(0, max(dims - 1, 0)))
-        self.emit(f"torch.{how}([{v.name}, {w.name}], dim={dim})", max(v.bound, w.bound))
+        self.emit(f"torch.{how}([{v.name}, {w.name}], dim={dim})", max(v.bound, w.bound), signed=v.signed and w.signed)
 
     def op_select(self) -> None:
         v = self.pick()
@@ -427,12 +441,13 @@ class Builder:
             else:
                 d = self.draw(st.sampled_from(dims))
                 index = self.draw(st.lists(st.integers(0, v.shape[d] - 1), min_size=1, max_size=4))
-                return self.emit(f"torch.index_select({v.name}, {d}, torch.tensor({index}))", v.bound)
+                return self.emit(f"torch.index_select({v.name}, {d}, torch.tensor({index}))", v.bound, signed=v.signed)
         if how == "masked_fill":
             s = self.draw(st.sampled_from(SCALARS))
-            return self.emit(f"{v.name}.masked_fill({v.name}.imag < 0, {s!r})", max(v.bound, abs(s)))
+            return self.emit(f"{v.name}.masked_fill({v.name}.imag < 0, {s!r})", max(v.bound, abs(s)), signed=v.signed)
         w = self.partner(v)
-        self.emit(f"torch.where({v.name}.real > 0, {v.name}, {w.name})", max(v.bound, w.bound))
+        self.emit(f"torch.where({v.name}.real > 0, {v.name}, {w.name})", max(v.bound, w.bound),
+                  signed=v.signed and w.signed)
 
     def op_fft(self) -> None:
         # MKL's FFT refuses an empty tensor even along a nonempty dim: nonempty values only
@@ -443,30 +458,33 @@ class Builder:
         how = self.draw(st.sampled_from(["fft", "ifft", "rfft", "irfft"]))
         n = v.shape[dim]
         if how == "rfft":
-            self.emit(f"torch.fft.rfft({v.name}.real, dim={dim})", n * v.bound)
+            self.emit(f"torch.fft.rfft({v.name}.real, dim={dim})", n * v.bound, signed=False)
         elif how == "irfft":
             m = self.draw(st.integers(1, 2 * n))
-            self.emit(f"torch.fft.irfft({v.name}, n={m}, dim={dim})", m * v.bound)
+            self.emit(f"torch.fft.irfft({v.name}, n={m}, dim={dim})", m * v.bound, signed=False)
         else:
-            self.emit(f"torch.fft.{how}({v.name}, dim={dim})", n * v.bound)
+            self.emit(f"torch.fft.{how}({v.name}, dim={dim})", n * v.bound, signed=False)
 
     def op_roundtrip(self) -> None:
         v = self.pick()
         how = self.draw(st.sampled_from(["swap", "scale", "parts", "complex"]))
         if how == "swap":  # (re, im) -> (im, re) through the pairs
-            self.emit(f"torch.view_as_complex(torch.view_as_real({v.name}).flip(-1).contiguous())", v.bound)
+            self.emit(f"torch.view_as_complex(torch.view_as_real({v.name}).flip(-1).contiguous())", v.bound,
+                      signed=v.signed)
         elif how == "scale":  # real arithmetic on the pairs (all real: no mixed real/complex op)
-            self.emit(f"torch.view_as_complex(torch.view_as_real({v.name}) * 0.5)", v.bound)
+            self.emit(f"torch.view_as_complex(torch.view_as_real({v.name}) * 0.5)", v.bound, signed=v.signed)
         elif how == "parts":
-            self.emit(f"torch.view_as_real({v.name})", v.bound)
+            self.emit(f"torch.view_as_real({v.name})", v.bound, signed=v.signed)
         else:
-            self.emit(f"torch.complex({v.name}.imag, {v.name}.real)", v.bound)
+            self.emit(f"torch.complex({v.name}.imag, {v.name}.real)", v.bound, signed=v.signed)
 
     def op_real(self) -> None:
         v = self.pick()
         fn = self.draw(st.sampled_from(["abs", "angle", "real", "imag"]))
+        if fn == "angle" and not v.signed:  # a branch cut on the negative real axis
+            fn = "abs"
         expr = f"{v.name}.{fn}" if fn in ("real", "imag") else f"torch.{fn}({v.name})"
-        self.emit(expr, v.bound if fn != "angle" else math.pi)
+        self.emit(expr, v.bound if fn != "angle" else math.pi, signed=v.signed)
 
     def op_inplace(self) -> None:
         v = self.pick()
@@ -479,14 +497,15 @@ class Builder:
         writable = (target is not None and self.allow_mutation and target.view in ("base", "base.conj()")
                     and target.alias_of is None and target.overlap_of is None
                     and not (KEEP_OFF["aliased_mutation"] and self._aliased(target.name)))
+        signed = v.signed and w.signed and op == "mul_"
         if writable:  # into the argument itself: compared after the call
             self.mutated = True
             line = f"{v.name}.{op}({w.name})\n{{name}} = {v.name} * 1j"
             # a new value that reads the written argument, then the argument's own new bound
-            out = self.emit("", bound * 1, line=line)
-            v.bound = bound
+            out = self.emit("", bound * 1, line=line, signed=signed)
+            v.bound, v.signed = bound, signed
             return out
-        self.emit("", bound, line=f"{{name}} = {v.name}.clone()\n{{name}}.{op}({w.name})")
+        self.emit("", bound, line=f"{{name}} = {v.name}.clone()\n{{name}}.{op}({w.name})", signed=signed)
 
     def _aliased(self, name: str) -> bool:
         return any(i.alias_of == name or i.overlap_of == name or (i.name == name and (i.alias_of or i.overlap_of))
@@ -815,3 +834,16 @@ def test_gradient_terms_that_cancel_are_compared_at_their_own_size(fresh_dynamo)
     program = Program(dtype=C128, inputs=[Input("a", (1,), [-1e-40 + 0j], base_shape=(1,))],
                       lines=["v0 = a / a"], outputs=["v0"], depth=1, projection_seed=1)
     check_program(program, inner="eager")
+
+
+def test_branch_cuts_take_only_values_signed_as_eagers(fresh_dynamo):
+    # eager's vectorized complex neg is 0 - x: -(x + 0i) keeps +0 in vector lanes and gets -0
+    # in the scalar tail, so log(neg(a)) of a real-axis a is +-i pi by position in eager, -i pi
+    # everywhere in realify (and C99). Such a value never reaches a function with a branch cut
+    # in a generated program; realify matches eager's scalar path.
+    x = torch.tensor([0.41, -2.7, 2.1, 1.05, 0.5, -1.3, 0.25, 3.0, 1.5, -0.5, 2.0, 0.75])
+    a = torch.complex(x, torch.zeros_like(x))
+    got = realify.compile(lambda a: torch.log(torch.neg(a)), inner="eager", fullgraph=True)(a)
+    expected = torch.stack([torch.log(torch.neg(a[i:i + 1]))[0] for i in range(len(x))])  # scalar path
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
+    assert bool((got.imag[x > 0] < 0).all())
