@@ -112,7 +112,7 @@ FORMULAS: dict[str, Formula] = {}
 
 
 def _formula(name: str) -> Formula:
-    from . import _load_families  # the rule families register their formulas on import
+    from ._registry import _load_families  # the rule families register their formulas on import
 
     _load_families()
     return FORMULAS[name]

@@ -1,0 +1,153 @@
+"""The op-rule table itself: registration, lookup, and the generic handling of ops without a
+rule of their own (in-place and ``out=`` variants through their functional rule, composite ops
+through PyTorch's decompositions). The rule families (the package's public modules) register
+on first lookup."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import logging
+from typing import Any, Callable, Iterator
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+
+from ..errors import MissingRuleError, RuleConflictError
+
+log = logging.getLogger("realify")
+
+Rule = Callable[..., Any]
+_TABLE: dict[object, Rule] = {}
+aten = torch.ops.aten
+_UNUSED_OUTPUTS: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("realify_unused_outputs",
+                                                                                 default=frozenset())
+
+
+def unused_outputs() -> frozenset[int]:
+    """The indices of the current op's outputs that nothing reads.
+
+    Known while ``decompose`` traces a graph (the op's node has no use of them); empty
+    otherwise, so that a rule assumes every output is read. A rule may return a placeholder
+    for an unused output it has no formula for (eigenvectors that ATen computes only for its
+    own backward, say) instead of refusing the op."""
+    return _UNUSED_OUTPUTS.get()
+
+
+@contextlib.contextmanager
+def outputs_unused(indices: frozenset[int]) -> Iterator[None]:
+    """Within this context, :func:`unused_outputs` is ``indices`` (for the op being traced)."""
+    token = _UNUSED_OUTPUTS.set(indices)
+    try:
+        yield
+    finally:
+        _UNUSED_OUTPUTS.reset(token)
+
+
+def register(*ops: OpOverload | OpOverloadPacket) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the planar rule of each op in ``ops``."""
+
+    def decorate(fn: Rule) -> Rule:
+        for op in ops:
+            if op in _TABLE:
+                raise RuleConflictError(
+                    f"{op} already has the rule {_TABLE[op].__module__}.{_TABLE[op].__name__}; "
+                    f"cannot also register {fn.__module__}.{fn.__name__}"
+                )
+            _TABLE[op] = fn
+        return fn
+
+    return decorate
+
+
+def lookup(func: OpOverload) -> Rule | None:
+    """The rule for ``func``: its exact overload first, then its packet."""
+    _load_families()
+    rule = _TABLE.get(func)
+    if rule is None and isinstance(func, OpOverload):
+        rule = _TABLE.get(func.overloadpacket)
+    return rule
+
+
+def apply_rule(func: OpOverload, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on planar operands, through its rule or a generic fallback."""
+    rule = lookup(func)
+    if rule is not None:
+        return rule(*args, **kwargs)
+    if isinstance(func, OpOverload):
+        functional = _functional_variant(func)
+        if functional is not None:
+            return _apply_mutating(func, functional, args, kwargs)
+        decomposition = _decomposition(func)
+        if decomposition is not None:
+            return decomposition(*args, **kwargs)
+    raise MissingRuleError(func)
+
+
+def _functional_variant(func: OpOverload) -> OpOverload | None:
+    """aten.add.Tensor for aten.add_.Tensor and aten.add.out; None for functional ops."""
+    schema = func._schema
+    name = func.overloadpacket.__name__
+    first = schema.arguments[0] if schema.arguments else None
+    writes_self = first is not None and not first.is_out and first.alias_info is not None and first.alias_info.is_write
+    if name.endswith("_") and not name.startswith("_") and writes_self:
+        packet = getattr(aten, name[:-1], None)
+        overload = func._overloadname
+    elif any(a.is_out for a in schema.arguments):
+        packet, overload = func.overloadpacket, "default"
+        if not hasattr(packet, overload):
+            candidates = [o for o in packet.overloads() if "out" not in o]
+            overload = candidates[0] if len(candidates) == 1 else None
+    else:
+        return None
+    if packet is None or overload is None or not hasattr(packet, overload):
+        return None
+    return getattr(packet, overload)
+
+
+def _apply_mutating(func: OpOverload, functional: OpOverload, args: tuple, kwargs: dict) -> Any:
+    """In-place op: compute functionally, then copy into ``self``. out= op: copy into out."""
+    kwargs = dict(kwargs)
+    out_names = [a.name for a in func._schema.arguments if a.is_out]
+    if out_names:
+        outs = [kwargs.pop(n) for n in out_names]
+        result = apply_rule(functional, args, kwargs)
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        for dest, value in zip(outs, results):
+            _resize_like(dest, value)
+            aten.copy_.default(dest, value)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    result = apply_rule(functional, args, kwargs)
+    aten.copy_.default(args[0], result)
+    return args[0]
+
+
+def _resize_like(dest: torch.Tensor, value: torch.Tensor) -> None:
+    if dest.shape != value.shape:
+        aten.resize_.default(dest, value.shape)
+
+
+@functools.cache
+def _decomposition(func: OpOverload) -> Rule | None:
+    from torch._decomp import decomposition_table
+
+    decomposition = decomposition_table.get(func)
+    if decomposition is not None:
+        return decomposition
+    if func._can_decompose():
+        return func.decompose
+    return None
+
+
+@functools.cache
+def _load_families() -> None:
+    """Import every rule family once (each module registers its rules on import)."""
+    import importlib
+    import pkgutil
+
+    package = __name__.rpartition(".")[0]
+    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{package}.{module.name}")
+
