@@ -95,7 +95,8 @@ def pytest_sessionfinish(session):
         return
     import torch
 
-    report = {"torch": torch.__version__, "exitstatus": int(session.exitstatus),
+    suite = "compatibility subset" if os.environ.get("REALIFY_COMPAT_RUN") else "full"
+    report = {"torch": torch.__version__, "suite": suite, "exitstatus": int(session.exitstatus),
               "front_ends": {f: dict(_counts.get(f, {})) for f in FRONT_ENDS}}
     with open(path, "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
