@@ -189,7 +189,11 @@ class Var:
     # -(x + 0i) keeps +0 in vector lanes, -0 in the scalar tail); C99 addition and division
     # (docs/numerics.md) and every cancelling sum (reductions, GEMMs, FFTs) may sign a zero
     # otherwise. Only functions with a branch cut turn a zero's sign into a different value
-    # (log(-1 + 0i) = i pi, log(-1 - 0i) = -i pi): they take only values signed as eager's
+    # (log(-1 + 0i) = i pi, log(-1 - 0i) = -i pi): they take only values signed as eager's.
+    # Division may also leave a part exactly 0 where eager's is a rounding error (z / z is
+    # 1 + 0i, eager 1 + 3e-9i: docs/numerics.md), which an infinite factor turns into nan
+    # against eager's inf: a product or quotient with a non-finite operand takes only values
+    # whose zeros are eager's
     signed: bool = True
 
     @property
@@ -334,7 +338,7 @@ class Builder:
         # product, which turns a non-finite part of the second operand into nan in both parts,
         # where realify's sum is componentwise. So the second operand of + and - is a value
         # known to be finite (a magnitude bound), by construction.
-        w = self.partner(v, finite=op in "+-")
+        w = self._zeros_meet_infinities_as_eagers(v, self.partner(v, finite=op in "+-"))
         bound = {"+": v.bound + w.bound, "-": v.bound + w.bound, "*": v.bound * w.bound}.get(op, INF)
         left, right = (v, w) if self.draw(st.booleans()) or op in "+-" else (w, v)
         self.emit(f"{left.name} {op} {right.name}", bound, signed=v.signed and w.signed and op == "*")
@@ -489,7 +493,7 @@ class Builder:
     def op_inplace(self) -> None:
         v = self.pick()
         op = self.draw(st.sampled_from(["mul_", "add_", "sub_", "div_"]))
-        w = self.partner(v, finite=op in ("add_", "sub_"))  # C99 addition: see op_binary
+        w = self._zeros_meet_infinities_as_eagers(v, self.partner(v, finite=op in ("add_", "sub_")))  # op_binary
         if w.shape != v.shape and not _broadcasts_to(w.shape, v.shape):
             return self.op_binary()
         bound = v.bound + w.bound if op in ("add_", "sub_") else (v.bound * w.bound if op == "mul_" else INF)
@@ -506,6 +510,13 @@ class Builder:
             v.bound, v.signed = bound, signed
             return out
         self.emit("", bound, line=f"{{name}} = {v.name}.clone()\n{{name}}.{op}({w.name})", signed=signed)
+
+    def _zeros_meet_infinities_as_eagers(self, v: Var, w: Var) -> Var:
+        """``w``, or a fresh finite input in its place where a non-finite operand would multiply
+        a value whose zero parts may not be eager's (Var.signed)."""
+        if (not w.finite and not v.signed) or (not v.finite and not w.signed):
+            return self.new_input(w.shape, plain=True)
+        return w
 
     def _aliased(self, name: str) -> bool:
         return any(i.alias_of == name or i.overlap_of == name or (i.name == name and (i.alias_of or i.overlap_of))
@@ -847,3 +858,12 @@ def test_branch_cuts_take_only_values_signed_as_eagers(fresh_dynamo):
     expected = torch.stack([torch.log(torch.neg(a[i:i + 1]))[0] for i in range(len(x))])  # scalar path
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
     assert bool((got.imag[x > 0] < 0).all())
+
+
+def test_division_zeros_never_meet_infinities(fresh_dynamo):
+    # z / z is exactly 1 + 0i in realify and 1 + tiny i in eager (docs/numerics.md); times
+    # (0 - inf i) that is nan against eager's -inf. Generated programs keep such values away
+    # from non-finite factors; realify keeps its exact quotient
+    a = torch.tensor([2.9189138412475586 + 5.960464477539063e-08j], dtype=C64)
+    q = realify.compile(lambda a: a / a, inner="eager", fullgraph=True)(a)
+    assert q.item() == 1 + 0j
