@@ -21,8 +21,12 @@ PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 # takes exactly the pinned release instead (an empty constraint set).
 PIP := PIP_CONSTRAINT=/dev/null $(PY) -m pip
 # compatibility run: the OpInfo table's first sample per op and the modules that run every
-# front end and Inductor integration on small programs (tests/conftest.py, COMPAT_RUN_MODULES)
-COMPAT_ENV := REALIFY_COMPAT_RUN=1
+# front end and Inductor integration on small programs (tests/conftest.py, COMPAT_RUN_MODULES),
+# the bounded fuzzer with a quarter of its programs (what differs between releases is tracing
+# and Inductor, which the first programs already reach)
+COMPAT_ENV := REALIFY_COMPAT_RUN=1 REALIFY_FUZZ_EXAMPLES=50 REALIFY_FUZZ_INDUCTOR_EXAMPLES=4
+# the slowest tests, printed by every run: where the CI's time goes
+DURATIONS := --durations=15
 OUT ?= out
 
 .PHONY: install demo test test-all test-compat compat-table bench coverage clean
@@ -41,13 +45,13 @@ demo: $(VENV)/.installed-torch-$(TORCH)
 
 # REPORT=<file.json>: outcomes per front end, for README's compatibility table
 test: $(VENV)/.installed-torch-$(TORCH)
-	REALIFY_FRONT_END_REPORT=$(REPORT) $(PY) -m pytest -q -n 2 tests
+	REALIFY_FRONT_END_REPORT=$(REPORT) $(PY) -m pytest -q -n 2 $(DURATIONS) tests
 
 test-all: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m pytest -q -n 2 -m "not fuzz_long" tests
 
 test-compat: $(VENV)/.installed-torch-$(TORCH)
-	REALIFY_FRONT_END_REPORT=$(REPORT) $(COMPAT_ENV) $(PY) -m pytest -q -n 2 tests
+	REALIFY_FRONT_END_REPORT=$(REPORT) $(COMPAT_ENV) $(PY) -m pytest -q -n 2 $(DURATIONS) tests
 
 # README's compatibility table from the front-end reports of a CI run (.ci/run writes them)
 compat-table:
