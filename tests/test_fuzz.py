@@ -195,6 +195,12 @@ class Var:
     # against eager's inf: a product or quotient with a non-finite operand takes only values
     # whose zeros are eager's
     signed: bool = True
+    # its magnitude bound exceeds the dtype's largest number: it may hold an overflow, whose
+    # nan/inf pattern differs between eager's vectorized products (FMA: -inf + inf i for
+    # (-2.5e29 - 1.5e30i)^2 in complex64) and C99's formula (nan + inf i, realify and eager's
+    # scalar path), and a function of it can map the two to a finite value and nan
+    # (tanh(-inf + inf i) = -1). Such a value is only returned, never used further
+    overflows: bool = False
 
     @property
     def finite(self) -> bool:
@@ -286,18 +292,22 @@ class Builder:
                 self.counter -= 1
                 return None
         value = self.env[name]
-        var = Var(name, tuple(value.shape), value.dtype.is_complex, bound, signed=signed)
+        var = Var(name, tuple(value.shape), value.dtype.is_complex, bound, signed=signed,
+                  overflows=self._overflows(bound))
         self.lines.append(line.replace("{name}", name))
         self.vars.append(var)
         return var
 
+    def _overflows(self, bound: float) -> bool:
+        return math.isfinite(bound) and bound > torch.finfo(self.dtype.to_real()).max
+
     def pick(self, complex_only: bool = True, pred=lambda v: True) -> Var | None:
-        choices = [v for v in self.vars if (v.complex or not complex_only) and pred(v)]
+        choices = [v for v in self.vars if (v.complex or not complex_only) and pred(v) and not v.overflows]
         return self.draw(st.sampled_from(choices)) if choices else None
 
     def partner(self, v: Var, finite: bool = False) -> Var | None:
         """A complex value whose shape broadcasts with ``v``'s to ``v``'s shape, or a fresh input."""
-        fits = lambda w: w.complex and _broadcasts_to(w.shape, v.shape) and (w.finite or not finite)
+        fits = lambda w: w.complex and _broadcasts_to(w.shape, v.shape) and (w.finite or not finite) and not w.overflows
         choices = [w for w in self.vars if fits(w)]
         if choices and self.draw(st.booleans()):
             return self.draw(st.sampled_from(choices))
@@ -426,7 +436,7 @@ class Builder:
 
     def op_join(self) -> None:
         v = self.pick()
-        same = [w for w in self.vars if w.complex and w.shape == v.shape]
+        same = [w for w in self.vars if w.complex and w.shape == v.shape and not w.overflows]
         w = self.draw(st.sampled_from(same))
         how = self.draw(st.sampled_from(["cat", "stack"]))
         dims = len(v.shape) + (how == "stack")
@@ -507,7 +517,7 @@ class Builder:
             line = f"{v.name}.{op}({w.name})\n{{name}} = {v.name} * 1j"
             # a new value that reads the written argument, then the argument's own new bound
             out = self.emit("", bound * 1, line=line, signed=signed)
-            v.bound, v.signed = bound, signed
+            v.bound, v.signed, v.overflows = bound, signed, self._overflows(bound)
             return out
         self.emit("", bound, line=f"{{name}} = {v.name}.clone()\n{{name}}.{op}({w.name})", signed=signed)
 
@@ -867,3 +877,14 @@ def test_division_zeros_never_meet_infinities(fresh_dynamo):
     a = torch.tensor([2.9189138412475586 + 5.960464477539063e-08j], dtype=C64)
     q = realify.compile(lambda a: a / a, inner="eager", fullgraph=True)(a)
     assert q.item() == 1 + 0j
+
+
+def test_overflowing_square_is_c99s(fresh_dynamo):
+    # (-2.5e29 - 1.5e30i)^2 overflows complex64: C99's formula gives nan + inf i (re = inf - inf),
+    # as realify and eager's scalar complex product do; eager's vectorized pow (FMA) gives
+    # -inf + inf i. Generated programs return such values but use them no further, where a
+    # function (tanh) could map the two to nan and -1
+    z = torch.tensor([complex(-0.25e30, -1.5e30)], dtype=C64)
+    got = realify.compile(lambda z: z * z, inner="eager", fullgraph=True)(z)
+    assert torch.isnan(got.real).all() and (got.imag == INF).all()
+    assert torch.isnan((z * z).real).all()  # eager's scalar path agrees
