@@ -19,7 +19,10 @@ docs/numerics.md). The condition factor is not bounded by anything depth alone c
 representable inputs), is that condition times about eps; realify may be a constant factor
 ``K`` less lucky. So a complex64 element passes when ``|realify - eager| <= C d eps |x| + K
 |eager_c64 - eager_c128|``. For complex128 programs the measured complex64 error, scaled by
-``eps128 / eps64``, stands for it. Where eager's complex64 result is itself not what complex128
+``eps128 / eps64``, stands for it. Eager's two precisions can agree exactly by luck where the
+condition is large (an FFT of quotients ``z / z``, exact in one precision only), so the
+condition is also measured without luck: eager's complex128 program with one complex64
+rounding per op, against the same program unperturbed (``Program.perturbed_function``). Where eager's complex64 result is itself not what complex128
 gives in kind (it overflowed, or made a nan, where complex128 did not: a subnormal divisor,
 docs/numerics.md "Division"), realify must match the complex128 result instead. Everywhere
 else nan and +-inf must sit in the same parts as eager's. Signs of zeros are not compared:
@@ -35,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import textwrap
 import warnings
 from typing import Any
@@ -131,6 +135,32 @@ class Program:
     def function(self):
         namespace = {"torch": torch, "inf": INF, "nan": NAN}
         exec(compile(self.source(), f"<fuzz program {id(self)}>", "exec"), namespace)
+        return namespace["program"]
+
+    def perturbed_function(self, size: float, seed: int):
+        """The program with every op's result perturbed componentwise, each real part x to
+        ``x (1 + size r)`` (r uniform in [-1, 1], drawn from ``seed``): one rounding error
+        per op where the part is not 0. Zero parts stay 0 and signs stay, so no branch cut or
+        comparison changes side; the outputs' change measures the program's condition at
+        its own data (:func:`check_program`)."""
+        gen = torch.Generator().manual_seed(seed)
+
+        def perturb(x):
+            if not isinstance(x, torch.Tensor) or not (x.is_complex() or x.is_floating_point()):
+                return x
+            parts = _parts(x)
+            r = torch.rand(parts.shape, generator=gen, dtype=parts.dtype) * 2 - 1
+            parts = parts * (1 + size * r)
+            return torch.view_as_complex(parts.contiguous()) if x.is_complex() else parts
+
+        lines = []
+        for line in self.lines:
+            lines.append(line)
+            lines += [f"{name} = _perturb({name})" for name in re.findall(r"^(v\d+) = ", line, re.M)]
+        body = "\n".join(lines + [f"return ({', '.join(self.outputs)},)"])
+        source = f"def program({', '.join(i.name for i in self.inputs)}):\n{textwrap.indent(body, '    ')}\n"
+        namespace = {"torch": torch, "inf": INF, "nan": NAN, "_perturb": perturb}
+        exec(compile(source, f"<perturbed fuzz program {id(self)}>", "exec"), namespace)
         return namespace["program"]
 
     def make_inputs(self, dtype: torch.dtype | None = None, requires_grad: bool = False):
@@ -586,13 +616,16 @@ def _parts(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def assert_matches(actual, expected, ref64, ref128, dtype, depth: int, what: str, own=None,
+def assert_matches(actual, expected, ref64, ref128, dtype, depth: int, what: str, spreads=(),
                    floor: float = 0.0) -> None:
     """Elementwise, per real part (see the module docstring for the bound and why).
 
     ``ref64``/``ref128``: eager's result of the same program in complex64 and complex128 (the
-    measured condition); ``expected`` is eager's in ``dtype``. ``own``: realify's results in
-    complex64 and complex128, whose difference measures realify's own rounding (gradients)."""
+    measured condition); ``expected`` is eager's in ``dtype``. ``spreads``: more pairs of
+    results whose difference is an error of complex64's size, measuring the condition where
+    eager's pair is exact by luck: eager's complex128 result with and without one complex64
+    rounding per op (Program.perturbed_function), realify's complex64 and complex128
+    results (its own rounding, for gradients)."""
     eps = torch.finfo(torch.float32 if dtype == C64 else torch.float64).eps
     a, e = _parts(actual).double(), _parts(expected).double()
     r64, r128 = _parts(ref64).double(), _parts(ref128).double()
@@ -601,8 +634,8 @@ def assert_matches(actual, expected, ref64, ref128, dtype, depth: int, what: str
     complex_parts = expected.is_complex()
     finite64 = (c64 == 0) & (c128 == 0)
     measured = _modulus(torch.where(finite64, r64 - r128, 0.0), complex_parts)
-    if own is not None:
-        o64, o128 = _parts(own[0]).double(), _parts(own[1]).double()
+    for first, second in spreads:
+        o64, o128 = _parts(first).double(), _parts(second).double()
         both = finite64 & (_classes(o64) == 0) & (_classes(o128) == 0)
         measured = measured + _modulus(torch.where(both, o64 - o128, 0.0), complex_parts)
     if dtype == C128:
@@ -645,6 +678,14 @@ def _run_eager(program: Program, dtype: torch.dtype, grads: bool):
         warnings.simplefilter("ignore")
         out = fn(*args)
     return args, leaves, out
+
+
+def _run_perturbed(program: Program, seed: int):
+    """Eager's outputs in complex128 with one complex64 rounding per op (Program.perturbed_function)."""
+    args, _ = program.make_inputs(C128)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        return program.perturbed_function(torch.finfo(torch.float32).eps, seed)(*args)
 
 
 def _projected_terms(outputs, seed: int) -> list[torch.Tensor]:
@@ -721,12 +762,18 @@ def check_program(program: Program, inner: str = "eager") -> None:
     _, leaves64, out64 = _run_eager(program, C64, grads)
     _, leaves128, out128 = _run_eager(program, C128, grads)
 
+    # eager's complex64 and complex128 results can agree exactly by luck where the condition
+    # is large: z / z is exactly 1 + 0i in complex64 and 1 + 1e-16i in complex128 (or the
+    # other way round), and an FFT of such quotients cancels to 0 or to 1e-16. One complex64
+    # rounding per op, in complex128, measures that condition without luck
+    perturbed = _run_perturbed(program, program.projection_seed)
     out, leaves = _run_realify(program, dtype, inner, grads)
     flat_out, flat_e = tree_leaves(out), tree_leaves(out_e)
     assert len(flat_out) == len(flat_e)
-    for i, (o, x, x64, x128) in enumerate(zip(flat_out, flat_e, tree_leaves(out64), tree_leaves(out128))):
+    for i, (o, x, x64, x128, xp) in enumerate(zip(flat_out, flat_e, tree_leaves(out64), tree_leaves(out128),
+                                                 tree_leaves(perturbed))):
         assert o.dtype == x.dtype, f"output {i}: dtype {o.dtype} != eager's {x.dtype}"
-        assert_matches(o, x, x64, x128, dtype, program.depth, f"output {i}")
+        assert_matches(o, x, x64, x128, dtype, program.depth, f"output {i}", spreads=[(xp, x128)])
     if program.mutates_inputs:
         for i, (l, le, l64, l128) in enumerate(zip(leaves, leaves_e, leaves64, leaves128)):
             assert_matches(l, le, l64, l128, dtype, program.depth, f"input base {i} after the call")
@@ -757,7 +804,7 @@ def check_program(program: Program, inner: str = "eager") -> None:
                 if own is None:
                     own = {dtype: g, **{d: _realify_grads(program, d, inner) for d in (C64, C128) if d != dtype}}
                 terms = max(1.0, _largest_gradient_term(program, dtype, seed))
-                tolerance = dict(own=(pick(own[C64]), pick(own[C128])), floor=terms)
+                tolerance = dict(spreads=[(pick(own[C64]), pick(own[C128]))], floor=terms)
                 try:
                     assert_matches(pick(g), pick(ge), pick(g64), pick(g128), dtype, 2 * program.depth,
                                    f"gradient of input base {i}", **tolerance)
@@ -844,6 +891,19 @@ def test_absorbed_gradient_terms_match_an_order_of_eagers_sums(fresh_dynamo):
     # w + (t - t) = w. Both are eager's terms; the check accepts either order.
     program = Program(dtype=C128, inputs=[Input("a", (3,), [0j, 0j, 1e-40j], base_shape=(3,))],
                       lines=["v0 = a / a", "v1 = a.unsqueeze(0)"], outputs=["v1", "v0"], depth=2)
+    check_program(program, inner="eager")
+
+
+def test_cancelling_sums_of_quotients_are_compared_at_their_condition(fresh_dynamo):
+    # fft(a / a): the quotients are 1 + 0i exactly in realify and 1 + 1e-16i in eager's
+    # complex128 but exact in its complex64, so eager's two precisions measure no condition
+    # for the bins that cancel to 0 (realify 0, eager -7.3e-17); one complex64 rounding per
+    # op, in complex128, measures it
+    values = [2.2056167125701904 - 1.5365347862243652j, -1.0487737655639648 + 2.222827434539795j,
+              -1.8535974025726318 + 0.4050644338130951j]
+    program = Program(dtype=C128, inputs=[Input("a", (3,), values, base_shape=(3,))],
+                      lines=["v0 = a / a", "v1 = torch.fft.fft(v0, dim=0)"], outputs=["v1"], depth=2,
+                      check_grads=False)
     check_program(program, inner="eager")
 
 
