@@ -6,7 +6,8 @@ import logging
 
 from . import backend, config
 from .backend import compile, realify_backend
-from .decompose import Signature, decompose
+from .boundary import Signature
+from .decompose import decompose
 from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
 from .export import ComplexCallAdapter, ExportSignature, export
 from .rules._derivative import decompositions as pointwise_decompositions

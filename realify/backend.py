@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_leaves, tree_unflatten
 
 from . import config
 from .aliasing import overlapping_write, storages
+from .boundary import pairs_to_complex, split
 from .decompose import decompose
 from .islands import island_call, islands_in
 
@@ -188,7 +189,7 @@ class _Runtime:
             args = (*args, *self.lifted)
         flat = list(args)
         for i, layout in self.splits:
-            flat[i] = _split(flat[i], layout)
+            flat[i] = split(flat[i], layout)
         if self.autocast_off:
             with torch._C._DisableAutocast():
                 outs = self.compiled(*flat)
@@ -197,10 +198,10 @@ class _Runtime:
         n = sig.num_user_outputs
         user = list(outs[:n])
         for i in self.merges:
-            user[i] = _merge(user[i])
+            user[i] = pairs_to_complex(user[i])
         for i, new in zip(sig.mutated_inputs, outs[n:]):
             target = args[i]
-            target.copy_(_merge(new) if target.dtype.is_complex else new)
+            target.copy_(pairs_to_complex(new) if target.dtype.is_complex else new)
         for i, view in self.views:  # after the writes, as eager's views see them
             user[i] = view.make(args[view.input])
         return tuple(user) if self.plain_tuple else tree_unflatten(user, sig.out_spec)
@@ -275,34 +276,11 @@ def _static_numel_at_most(x: torch.Tensor, limit: int) -> bool:
     return isinstance(numel, int) and numel <= limit
 
 
-def _split(z: torch.Tensor, layout: str = "planar") -> torch.Tensor:
-    """Complex (*shape) -> real (2, *shape) planar, in one copy pass (differentiable); or, for
-    the "interleaved" layout, its (re, im) pairs (*shape, 2) as a view where it can be one.
-
-    ``stack`` of the real/imag views (which also resolves lazy conj/neg bits) is one pass;
-    ``view_as_real(z).movedim(-1, 0).contiguous()`` is a transposing copy, several times
-    slower (docs/benchmarks.md, "Measurements behind design choices")."""
-    if layout == "interleaved":
-        if z.is_conj() or z.is_neg():
-            z = z.resolve_conj().resolve_neg()
-        return torch.view_as_real(z)
-    return torch.stack([z.real, z.imag])
-
-
 def _split_example(x: torch.Tensor, layout: str) -> torch.Tensor:
     if isinstance(x, torch._subclasses.FakeTensor):
         with x.fake_mode:
-            return _split(x, layout)
-    return _split(x, layout)
-
-
-def _merge(x: torch.Tensor) -> torch.Tensor:
-    """Real (*shape, 2) interleaved -> complex (*shape), a view (no copy)."""
-    if x.dtype == torch.float16:
-        return torch.view_as_complex(x.float()).to(torch.complex32)
-    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
-        x = x.contiguous()
-    return torch.view_as_complex(x)
+            return split(x, layout)
+    return split(x, layout)
 
 
 def _has_complex(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:

@@ -16,9 +16,8 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
-from typing import Any, Iterator
+from typing import Any
 
 gemm_multiplications: int = 3
 interleaved_products: bool = True

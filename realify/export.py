@@ -35,7 +35,9 @@ from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tr
 
 from . import config
 from .aliasing import OutputView, needs_restride, overlapping_write
-from .decompose import copies_to_views, decompose
+from .boundary import complex_to_pairs, is_complex, pairs_to_complex
+from .decompose import decompose
+from .passes import copies_to_views
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 
 log = logging.getLogger("realify")
@@ -102,7 +104,7 @@ def export(
     """
     args = tuple(args)
     for x in tree_leaves((args, kwargs)):
-        if _is_complex(x):
+        if is_complex(x):
             _real_dtype(x.dtype, truncate_double)  # raises for complex32
     module = program if isinstance(program, torch.nn.Module) else _FunctionModule(program)
     complex_ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
@@ -129,7 +131,7 @@ def export(
     real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
     check_real(real_ep)
     signature = ExportSignature(
-        inputs=tuple(x.dtype if _is_complex(x) else None for x in flat_args),
+        inputs=tuple(x.dtype if is_complex(x) else None for x in flat_args),
         outputs=_output_dtypes(complex_ep),
         mutated_inputs=wiring.mutated_user_inputs,
         truncate_double=truncate_double,
@@ -178,7 +180,7 @@ class ComplexCallAdapter(torch.nn.Module):
         flat, spec = tree_flatten((args, kwargs))
         if sig.mutated_inputs:
             _check_no_overlapping_write(flat, sig.mutated_inputs, args, kwargs)
-        real = [_to_real(x, sig.real_dtype(x.dtype)) if d is not None else x for x, d in zip(flat, sig.inputs)]
+        real = [complex_to_pairs(x, sig.real_dtype(x.dtype)) if d is not None else x for x, d in zip(flat, sig.inputs)]
         real_args, real_kwargs = tree_unflatten(real, spec)
         with torch._C._DisableAutocast():  # see the class docstring
             out = self.program(*real_args, **real_kwargs)
@@ -186,7 +188,7 @@ class ComplexCallAdapter(torch.nn.Module):
             if sig.inputs[i] is not None and not _same_memory(real[i], flat[i]):
                 flat[i].copy_(torch.view_as_complex(real[i]).to(flat[i].dtype))
         out_flat, out_spec = tree_flatten(out)
-        merged = [_to_complex(o, d) if d is not None else o for o, d in zip(out_flat, sig.outputs)]
+        merged = [pairs_to_complex(o, d) if d is not None else o for o, d in zip(out_flat, sig.outputs)]
         # eager's layouts, after the writes: views of inputs from those inputs, others restrided
         for k, view in enumerate(sig.output_views):
             if view is not None:
@@ -224,7 +226,7 @@ def _check_complex_call(sig: ExportSignature, args: tuple, kwargs: dict) -> None
     for i, (x, dtype) in enumerate(zip(flat, sig.inputs)):
         name = _LazyName(args, kwargs, i)
         if dtype is None:
-            if _is_complex(x):
+            if is_complex(x):
                 raise RealifyError(
                     f"{name} is a {x.dtype} tensor, but the program was exported with a real value there: "
                     f"pass a real tensor, as in the example inputs given to realify.export")
@@ -312,11 +314,11 @@ def check_real(ep: ExportedProgram) -> None:
     leaks = []
     for node in ep.graph.nodes:
         arguments = tree_leaves((node.args, node.kwargs))
-        if (any(_is_complex(v) for v in tree_leaves(node.meta.get("val")))
+        if (any(is_complex(v) for v in tree_leaves(node.meta.get("val")))
                 or any(isinstance(a, complex) or (isinstance(a, torch.dtype) and a.is_complex) for a in arguments)):
             leaks.append(f"{node.op} {node.name}: {node.format_node()}")
     for name, value in list(ep.state_dict.items()) + list(ep.constants.items()):
-        if _is_complex(value):
+        if is_complex(value):
             leaks.append(f"state {name}: {value.dtype}")
     if leaks:
         raise ComplexLeakError("complex values remain in the exported program:\n  " + "\n  ".join(leaks[:10]))
@@ -385,7 +387,7 @@ def _narrow(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:
 
 def _trace_input(value: Any, truncate_double: bool) -> Any:
     """A placeholder's fake value as decompose traces it (complex128 narrowed if asked)."""
-    if _is_complex(value) and _narrow(value.dtype, truncate_double) != value.dtype:
+    if is_complex(value) and _narrow(value.dtype, truncate_double) != value.dtype:
         with value.fake_mode:
             return value.to(_narrow(value.dtype, truncate_double))
     return value
@@ -400,21 +402,9 @@ def _for_export(err: MissingRuleError) -> MissingRuleError:
 
 
 def _interleave(x: Any, truncate_double: bool) -> Any:
-    if not _is_complex(x):
+    if not is_complex(x):
         return x
-    return _to_real(x, _real_dtype(x.dtype, truncate_double))
-
-
-def _to_real(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Complex ``(*shape)`` -> real contiguous ``(*shape, 2)``: a view when ``z`` allows it."""
-    z = z.resolve_conj().resolve_neg()
-    return torch.view_as_real(z).to(dtype).contiguous()
-
-
-def _to_complex(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
-        x = x.contiguous()
-    return torch.view_as_complex(x).to(dtype)
+    return complex_to_pairs(x, _real_dtype(x.dtype, truncate_double))
 
 
 def _same_memory(real: torch.Tensor, z: torch.Tensor) -> bool:
@@ -435,12 +425,12 @@ class _RealState:
         self.constants: dict[str, torch.Tensor] = {}
 
         def real(x: torch.Tensor) -> torch.Tensor:
-            return _interleave(x.detach(), truncate_double).clone() if _is_complex(x) else x
+            return _interleave(x.detach(), truncate_double).clone() if is_complex(x) else x
 
         for spec in ep.graph_signature.input_specs:
             if spec.kind is InputKind.PARAMETER:
                 p = ep.state_dict[spec.target]
-                self.parameters[spec.target] = torch.nn.Parameter(real(p), requires_grad=p.requires_grad) if _is_complex(p) else p
+                self.parameters[spec.target] = torch.nn.Parameter(real(p), requires_grad=p.requires_grad) if is_complex(p) else p
             elif spec.kind is InputKind.BUFFER:
                 self.buffers[spec.target] = real(ep.state_dict[spec.target] if spec.persistent else ep.constants[spec.target])
                 self.persistent[spec.target] = bool(spec.persistent)
@@ -578,7 +568,7 @@ def _output_dtypes(ep: ExportedProgram) -> tuple[torch.dtype | None, ...]:
     for spec, node in zip(ep.graph_signature.output_specs, ep.graph.output_node().args[0]):
         if spec.kind is OutputKind.USER_OUTPUT:
             value = node.meta.get("val") if isinstance(node, fx.Node) else node
-            dtypes.append(value.dtype if _is_complex(value) else None)
+            dtypes.append(value.dtype if is_complex(value) else None)
     return tuple(dtypes)
 
 
@@ -625,6 +615,3 @@ def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any]) -> Any:
 def _finite(bound: Any) -> int | None:
     return None if bound in (int_oo, -int_oo) else int(bound)
 
-
-def _is_complex(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and x.dtype.is_complex

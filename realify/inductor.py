@@ -1,7 +1,12 @@
 """How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, two config
-changes, one decomposition left out and one code-generation change. Items 1, 3, 4 and 5 change
-how a real graph runs, never a value; 2 and 6 keep the values the rules compute, which
-Inductor's graph passes and code generator would change.
+changes, one decomposition left out, one code-generation change and two settings that hold
+only while realify's own graphs compile. Items 1, 3, 4, 5 and 7 change how a real graph runs,
+never a value; 2 and 6 keep the values the rules compute, which Inductor's graph passes and
+code generator would change; 8 lets control flow compile. Every item applies to realify's
+compiles only (config patches and context managers around ``compile_fx_inner``); what other
+``torch.compile`` calls in the process can see are two lowerings registered for ops only
+realify's graphs hold undecomposed (:func:`_register_lowerings`). All hold on every supported
+torch release; where a release needs something of its own, the item says so.
 
 1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
    (re, im) pairs stay vectorized.
@@ -14,6 +19,11 @@ Inductor's graph passes and code generator would change.
 6. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
    (:class:`AccurateExpm1`); :func:`accurate_expm1` gives it to programs Inductor compiles
    outside the backend, such as :func:`realify.export`'s under AOTInductor.
+7. Inductor's "no code generation for complex operators" warning silenced while realify's
+   graphs compile (:func:`_complex_warning_silenced`): item 4's complex values are deliberate.
+8. Scalar outputs allowed in the graph's fake mode while realify's graphs compile
+   (:func:`_scalar_outputs_allowed`): ``scan`` and ``map`` lower to a ``while_loop`` that
+   reads its step with ``.item()``.
 
 About the fourth: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two
@@ -356,7 +366,7 @@ def _warn_out_of_process(mode: str) -> None:
 
 def _realify_codegen(inner_compile: Callable) -> Callable:
     """Inductor's ``compile_fx_inner`` (which generates and compiles the code of one graph)
-    with two changes that hold while it runs, for realify's graphs only:
+    with three changes that hold while it runs, for realify's graphs only (items 6-8 above):
 
     - vectorized ``expm1`` by ATen's accurate function (:class:`AccurateExpm1`);
     - no warning that Inductor "does not support code generation for complex operators". It

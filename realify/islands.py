@@ -174,9 +174,9 @@ def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = N
     """Emit an eager island for ``op`` (called while tracing in the decompose engine);
     ``detail`` says why its rule declined, when it has one."""
     from .errors import MissingRuleError
-    from .decompose import _where
+    from .dynamo_graph import source_line
 
-    where = _where(node)
+    where = source_line(node)
     if strict:
         raise MissingRuleError(op, where=where, detail=f"{detail}; strict mode forbids eager islands" if detail
                                else "strict mode forbids eager islands")

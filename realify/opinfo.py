@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from realify import ComplexTensor
 from realify.tensor import unwrap_complex, wrap_complex

@@ -50,7 +50,7 @@ def _to_pairs(z: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(z).contiguous()
 
 
-def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _fresh_parts(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Contiguous real and imaginary parts of a complex result (fresh copies: custom op
     outputs may not alias each other)."""
     parts = torch.view_as_real(z)
@@ -84,7 +84,7 @@ def fft_c2c(x: torch.Tensor, dim: list[int], normalization: int,
             forward: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) over each dim in ``dim``
     z = torch.view_as_complex(_as_pairs(x))
-    return _split(aten._fft_c2c.default(z, _wrap(z.dim(), dim), normalization, forward))
+    return _fresh_parts(aten._fft_c2c.default(z, _wrap(z.dim(), dim), normalization, forward))
 
 
 @fft_c2c.register_fake
@@ -113,7 +113,7 @@ fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
 def fft_r2c(x: torch.Tensor, dim: list[int], normalization: int,
             onesided: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); onesided keeps k = 0 .. N//2 of the last dim
-    return _split(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
+    return _fresh_parts(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
 
 
 @fft_r2c.register_fake

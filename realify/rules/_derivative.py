@@ -112,9 +112,9 @@ FORMULAS: dict[str, Formula] = {}
 
 
 def _formula(name: str) -> Formula:
-    from ._registry import _load_families  # the rule families register their formulas on import
+    from ._registry import load_families  # the rule families register their formulas on import
 
-    _load_families()
+    load_families()
     return FORMULAS[name]
 
 

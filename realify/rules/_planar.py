@@ -103,13 +103,13 @@ def partwise(op):
         re, im = parts(self)
         if im is None:
             im = torch.zeros_like(re)
-        return _combine(op(re, *args, **kwargs), op(im, *args, **kwargs))
+        return combine_parts(op(re, *args, **kwargs), op(im, *args, **kwargs))
 
     rule.__name__ = f"partwise_{op}"
     return rule
 
 
-def _combine(re: Any, im: Any) -> Any:
+def combine_parts(re: Any, im: Any) -> Any:
     if isinstance(re, torch.Tensor):
         return ComplexTensor(re, im)
-    return type(re)(_combine(r, i) for r, i in zip(re, im))
+    return type(re)(combine_parts(r, i) for r, i in zip(re, im))

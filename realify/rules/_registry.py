@@ -63,7 +63,7 @@ def register(*ops: OpOverload | OpOverloadPacket) -> Callable[[Rule], Rule]:
 
 def lookup(func: OpOverload) -> Rule | None:
     """The rule for ``func``: its exact overload first, then its packet."""
-    _load_families()
+    load_families()
     rule = _TABLE.get(func)
     if rule is None and isinstance(func, OpOverload):
         rule = _TABLE.get(func.overloadpacket)
@@ -141,7 +141,7 @@ def _decomposition(func: OpOverload) -> Rule | None:
 
 
 @functools.cache
-def _load_families() -> None:
+def load_families() -> None:
     """Import every rule family once (each module registers its rules on import)."""
     import importlib
     import pkgutil

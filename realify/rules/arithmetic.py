@@ -11,7 +11,7 @@ import torch
 
 from . import register
 from ._derivative import C, apply, holomorphic
-from ._algebra import cdiv, cmul, padd, pmul, pneg, psub
+from ._algebra import cdiv, cmul, padd, pneg, psub
 from ._planar import complex_like, pairs_of, parts, result_dtype
 from .. import config
 from .._dtypes import real_dtype

@@ -18,8 +18,8 @@ from typing import Any, Callable
 import torch
 
 from . import register
-from ._planar import _combine, parts, result_dtype
-from .shape import _split, _tensors, functional_overloads
+from ._planar import combine_parts, parts, result_dtype
+from .shape import both_parts, functional_overloads, tensors_in
 from .._dtypes import complex_dtype, real_dtype
 from ..tensor import ComplexTensor
 
@@ -38,7 +38,7 @@ def _inferred_dtype(op, args: list, kwargs: dict, slots: tuple) -> torch.dtype |
         return args[0].dtype
     values = [args[s] for s in slots if s < len(args)]
     if any(_is_complex_value(v) for v in values):
-        tensors = _tensors(values)
+        tensors = tensors_in(values)
         return complex_dtype(result_dtype(*tensors) if tensors else torch.get_default_dtype())
     return None
 
@@ -63,7 +63,7 @@ def factory(op: Callable, *slots: int, imag: str = "same") -> Callable:
         if dtype is None or not dtype.is_complex:
             return op(*[parts(a)[0] if s in slots else a for s, a in enumerate(args)], **kwargs)
         rd = real_dtype(dtype)
-        split = {s: _split(args[s], rd) for s in slots if s < len(args)}
+        split = {s: both_parts(args[s], rd) for s in slots if s < len(args)}
 
         def call(k: int):
             a = list(args)
@@ -72,7 +72,7 @@ def factory(op: Callable, *slots: int, imag: str = "same") -> Callable:
             return op(*a, **{**kwargs, "dtype": rd})
 
         re = call(0)
-        return _combine(re, torch.zeros_like(re) if imag == "zero" else call(1))
+        return combine_parts(re, torch.zeros_like(re) if imag == "zero" else call(1))
 
     rule.__name__ = f"factory_{op}"
     return rule

@@ -14,8 +14,8 @@ import torch
 from . import register
 from ._algebra import cmul
 from ._planar import parts
-from .reductions import _on_nonzero
-from .shape import _split, functional_overloads, planar, register_planar
+from .reductions import on_nonzero
+from .shape import both_parts, functional_overloads, planar, register_planar
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -78,8 +78,8 @@ def _scatter_product(self, dim, index, src, *, include_self):
     scatter ops. Positions that some index reaches get self * that product, (a + bi)(c + di)
     (or the product alone without include_self); the others keep self exactly.
     """
-    base_r, base_i = _split(self, self.re.dtype if isinstance(self, ComplexTensor) else self.dtype)
-    sr, si = _split(src, base_r.dtype)
+    base_r, base_i = both_parts(self, self.re.dtype if isinstance(self, ComplexTensor) else self.dtype)
+    sr, si = both_parts(src, base_r.dtype)
     if not isinstance(sr, torch.Tensor):
         sr, si = (torch.full(index.shape, p, dtype=base_r.dtype, device=index.device) for p in (sr, si))
     magnitude = torch.hypot(sr, si)
@@ -97,4 +97,4 @@ def _scatter_product(self, dim, index, src, *, include_self):
 
 # nonzero elements of a complex tensor: (a != 0) | (b != 0), see reductions._nonzero
 for _op in functional_overloads(aten.nonzero, aten.nonzero_static, aten.argwhere):
-    register(_op)(_on_nonzero(_op))
+    register(_op)(on_nonzero(_op))

@@ -66,7 +66,7 @@ def _dims(dim: Any, ndim: int) -> list[int]:
     return sorted(d % max(ndim, 1) for d in dims)
 
 
-def _split(re: torch.Tensor, im: torch.Tensor, dim: int, start: int, length: int):
+def _narrow_parts(re: torch.Tensor, im: torch.Tensor, dim: int, start: int, length: int):
     return re.narrow(dim, start, length), im.narrow(dim, start, length)
 
 
@@ -115,12 +115,12 @@ def _tree_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.T
     n = re.shape[dim]
     while n > 1:
         half = n // 2
-        ar, ai = _split(re, im, dim, 0, half)
-        br, bi = _split(re, im, dim, half, half)
+        ar, ai = _narrow_parts(re, im, dim, 0, half)
+        br, bi = _narrow_parts(re, im, dim, half, half)
         # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
         pr, pi = cmul(ar, ai, br, bi)
         if n % 2:
-            cr, ci = _split(re, im, dim, n - 1, 1)
+            cr, ci = _narrow_parts(re, im, dim, n - 1, 1)
             pr, pi = torch.cat([pr, cr], dim), torch.cat([pi, ci], dim)
         re, im, n = pr, pi, half + n % 2
     return re, im
@@ -129,7 +129,7 @@ def _tree_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.T
 def _fold(re: torch.Tensor, im: torch.Tensor, dim: int, start: int, acc: tuple | None) -> tuple:
     """``acc`` times the entries from ``start`` on along ``dim``, one at a time, left to right."""
     for k in range(start, re.shape[dim]):
-        z = _split(re, im, dim, k, 1)
+        z = _narrow_parts(re, im, dim, k, 1)
         acc = z if acc is None else cmul(*acc, *z)
     return acc
 
@@ -143,7 +143,7 @@ _FOLD_LIMIT = 32
 def _chain_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``z0 z1 ... z(n-1)`` along ``dim`` (n >= 1, kept with size 1), no factor 1 + 0i."""
     if re.shape[dim] <= _FOLD_LIMIT:
-        return _fold(re, im, dim, 1, _split(re, im, dim, 0, 1))
+        return _fold(re, im, dim, 1, _narrow_parts(re, im, dim, 0, 1))
     return _tree_product(re, im, dim)
 
 
@@ -187,16 +187,16 @@ def _eager_order_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[
     lanes_of = _block(re)
     count = n // lanes_of
     if count == 0:
-        return _fold(re, im, dim, 1, _times_one(*_split(re, im, dim, 0, 1)))
+        return _fold(re, im, dim, 1, _times_one(*_narrow_parts(re, im, dim, 0, 1)))
     shape = list(re.shape)
     blocked = shape[:dim] + [count, lanes_of] + shape[dim + 1:]
     lr, li = _chain_product(re.narrow(dim, 0, count * lanes_of).reshape(blocked),
                             im.narrow(dim, 0, count * lanes_of).reshape(blocked), dim)
     lr, li = lr.squeeze(dim), li.squeeze(dim)  # the B lanes along dim
     width = lanes_of // 4  # V
-    q = [_split(lr, li, dim, j * width, width) for j in range(4)]
+    q = [_narrow_parts(lr, li, dim, j * width, width) for j in range(4)]
     vr, vi = cmul(*cmul(*q[0], *q[1]), *cmul(*q[2], *q[3]))
-    acc = _times_one(*_fold(vr, vi, dim, 1, _split(vr, vi, dim, 0, 1)))
+    acc = _times_one(*_fold(vr, vi, dim, 1, _narrow_parts(vr, vi, dim, 0, 1)))
     return _fold(re, im, dim, count * lanes_of, acc)
 
 
@@ -218,9 +218,9 @@ def _eager_outer_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[
     shape = list(re.shape)
     flat = shape[:dim] + [shape[dim], inner]
     re, im = re.reshape(flat), im.reshape(flat)
-    head = _times_one(*_chain_product(*_split(re, im, dim + 1, 0, blocked), dim))
+    head = _times_one(*_chain_product(*_narrow_parts(re, im, dim + 1, 0, blocked), dim))
     if blocked < inner:
-        rest = _eager_order_product(*_split(re, im, dim + 1, blocked, inner - blocked), dim)
+        rest = _eager_order_product(*_narrow_parts(re, im, dim + 1, blocked, inner - blocked), dim)
         head = torch.cat([head[0], rest[0]], dim + 1), torch.cat([head[1], rest[1]], dim + 1)
     out = shape[:dim] + [1] + shape[dim + 1:]
     return head[0].reshape(out), head[1].reshape(out)
@@ -261,20 +261,20 @@ def cumprod(self, dim, *, dtype=None):
         # empty, or a 0-d tensor, which eager copies (no multiplication by 1 + 0i)
         return ComplexTensor(re.clone(), im.clone())
     # eager's running product starts at 1 + 0i: z_0 -> (1 + 0i) z_0 (see _times_one)
-    fr, fi = _times_one(*_split(re, im, dim, 0, 1))
+    fr, fi = _times_one(*_narrow_parts(re, im, dim, 0, 1))
     if n <= _FOLD_LIMIT:
         # eager's order, ((1 z0) z1) z2 ..., so that infinite and NaN parts come out as eager's
         # (see _eager_order_product); one step per entry
         outs = [(fr, fi)]
         for k in range(1, n):
-            outs.append(cmul(*outs[-1], *_split(re, im, dim, k, 1)))
+            outs.append(cmul(*outs[-1], *_narrow_parts(re, im, dim, k, 1)))
         return ComplexTensor(torch.cat([o[0] for o in outs], dim), torch.cat([o[1] for o in outs], dim))
     re, im = torch.cat([fr, re.narrow(dim, 1, n - 1)], dim), torch.cat([fi, im.narrow(dim, 1, n - 1)], dim)
     offset = 1
     while offset < n:
-        hr, hi = _split(re, im, dim, 0, offset)  # the first entries are already final
+        hr, hi = _narrow_parts(re, im, dim, 0, offset)  # the first entries are already final
         # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
-        tr, ti = cmul(*_split(re, im, dim, offset, n - offset), *_split(re, im, dim, 0, n - offset))
+        tr, ti = cmul(*_narrow_parts(re, im, dim, offset, n - offset), *_narrow_parts(re, im, dim, 0, n - offset))
         re, im = torch.cat([hr, tr], dim), torch.cat([hi, ti], dim)
         offset *= 2
     return ComplexTensor(re, im)
@@ -363,7 +363,7 @@ def _zero_if_none(p, *likes) -> torch.Tensor:
 # ---- truth reductions ------------------------------------------------------------------
 
 
-def _on_nonzero(op) -> Callable:
+def on_nonzero(op) -> Callable:
     def rule(self, *args, **kwargs):
         return op(_nonzero(self), *args, **kwargs)
 
@@ -373,7 +373,7 @@ def _on_nonzero(op) -> Callable:
 
 for _op in (aten.all.default, aten.all.dim, aten.all.dims, aten.any.default, aten.any.dim, aten.any.dims,
             aten.count_nonzero.default, aten.count_nonzero.dim_IntList):
-    register(_op)(_on_nonzero(_op))
+    register(_op)(on_nonzero(_op))
 
 
 # ---- logsumexp -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import register
-from ._planar import _combine, parts, result_dtype
+from ._planar import combine_parts, parts, result_dtype
 from .._dtypes import REAL_TO_COMPLEX, real_dtype
 from ..tensor import ComplexTensor
 
@@ -49,10 +49,10 @@ def _is_operand(x: Any) -> bool:
     return isinstance(x, (torch.Tensor, numbers.Number))
 
 
-def _split(x: Any, rd: torch.dtype) -> tuple[Any, Any]:
+def both_parts(x: Any, rd: torch.dtype) -> tuple[Any, Any]:
     """(re, im) of one operand cast to ``rd``; a missing imaginary part becomes an exact zero."""
     if isinstance(x, (list, tuple)):
-        pairs = [_split(e, rd) for e in x]
+        pairs = [both_parts(e, rd) for e in x]
         return type(x)(p[0] for p in pairs), type(x)(p[1] for p in pairs)
     if not _is_operand(x) or isinstance(x, bool):
         return x, x
@@ -62,9 +62,9 @@ def _split(x: Any, rd: torch.dtype) -> tuple[Any, Any]:
     return re, im
 
 
-def _tensors(x: Any) -> list[torch.Tensor]:
+def tensors_in(x: Any) -> list[torch.Tensor]:
     if isinstance(x, (list, tuple)):
-        return [t for e in x for t in _tensors(e)]
+        return [t for e in x for t in tensors_in(e)]
     return [x] if isinstance(x, torch.Tensor) else []
 
 
@@ -85,12 +85,12 @@ def planar(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
         values = [kwargs.get(s) if isinstance(s, str) else args[s] if s < len(args) else None for s in slots]
         present = [(s, v) for s, v in zip(slots, values) if v is not None]
         if promote:
-            dtype = result_dtype(*_tensors([v for _, v in present]))
+            dtype = result_dtype(*tensors_in([v for _, v in present]))
         else:
             self = args[0]
-            dtype = self.dtype if isinstance(self, torch.Tensor) else result_dtype(*_tensors(values))
+            dtype = self.dtype if isinstance(self, torch.Tensor) else result_dtype(*tensors_in(values))
         rd = real_dtype(dtype)
-        split = {s: _split(v, rd) for s, v in present}
+        split = {s: both_parts(v, rd) for s, v in present}
 
         def call(k: int):
             # a complex argument outside the slots only gives a shape (``self`` of a *_backward op)
@@ -105,7 +105,7 @@ def planar(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
 
         if not dtype.is_complex:
             return call(0)
-        return _combine(call(0), call(1))
+        return combine_parts(call(0), call(1))
 
     rule.__name__ = f"planar_{op}"
     return rule
@@ -255,7 +255,7 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
     # out = clone(self) (same strides as eager's clone); out.as_strided(size, stride, offset) = src
     self = _as_complex(self)
     rd = self.re.dtype
-    srcs = _split(src, rd)
+    srcs = both_parts(src, rd)
     outs = []
     for (p, scale, _), s in zip(_storage_map(self), srcs):
         # eager clones self with its own (complex) strides and a zero offset; mirror that layout
@@ -268,5 +268,5 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
 def _as_complex(x: Any) -> ComplexTensor:
     if isinstance(x, ComplexTensor):
         return x
-    re, im = _split(x, x.dtype)
+    re, im = both_parts(x, x.dtype)
     return ComplexTensor(re, im)

@@ -1,0 +1,131 @@
+"""What a program hands realify's functionalizing trace, and where its nodes came from.
+
+:class:`DynamoGraphRunner` runs a graph from dynamo or torch.export inside the trace (functorch
+levels, nested compile regions, ``associative_scan``); :class:`SourceLines` records the user's
+source line for the nodes a trace of a plain callable makes; :func:`source_line` reads it back
+for error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.fx.traceback as fx_traceback
+from torch._functorch import predispatch
+from torch._higher_order_ops.associative_scan import generic_associative_scan
+from torch.utils._pytree import tree_leaves
+
+from .ops import fusion_barrier
+
+
+class DynamoGraphRunner(fx.Interpreter):
+    """Runs dynamo's graph inside realify's functionalizing trace. Three kinds of node need
+    more than a call:
+
+    - functorch transforms inside the program (``torch.vmap``, ``torch.func.grad``; also
+      ``associative_scan``'s generic mode, which dynamo inlines as a vmap of its combine
+      function): dynamo numbered their levels with no transform outside them, and
+      ``torch.func.functionalize`` is itself one, so each level moves up by the depth of the
+      transforms the trace runs under (otherwise functorch's internal assert
+      ``layer.key() == TransformType::Functionalize`` fails);
+    - ``invoke_subgraph`` (a ``torch.compiler.nested_compile_region``), which functionalizing
+      it here does not support: its graph runs inline;
+    - ``associative_scan`` as a higher-order op (its ``pointwise`` mode), which
+      functionalization has no rule for: it runs as the log-depth sequence of ordinary ops
+      its eager kernel runs (combine neighbouring pairs, recurse on the half, combine back:
+      2 log2(n) calls of the combine function).
+
+    Either way the complex combine of a linear recurrence (``(a1 a2, a2 b1 + b2)``, as in LRU
+    and S5 models) planarizes like any other code and compiles into fused real kernels. The
+    results of each outermost vmap, and of each such combine step, pass through
+    ``realify::fusion_barrier`` (realify/ops.py): Inductor stores them rather than inlining
+    a log-depth scan's levels into one another."""
+
+    # functorch's level arguments, by position
+    _LEVEL_ARG = {
+        predispatch._add_batch_dim: 2,
+        predispatch._remove_batch_dim: 1,
+        predispatch._unwrap_for_grad: 1,
+        torch._C._functorch._wrap_for_grad: 1,
+        torch._C._functorch._unwrap_for_grad: 1,
+    }
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.level_offset = torch._C._functorch.maybe_current_level() or 0
+        return super().run(*args, **kwargs)
+
+    def call_function(self, target, args, kwargs):
+        position = self._LEVEL_ARG.get(target)
+        if position is not None and self.level_offset:
+            args = (*args[:position], args[position] + self.level_offset, *args[position + 1:])
+        if target is torch.ops.higher_order.invoke_subgraph:
+            # a nested_compile_region: inlined (compiled with its callers, not once for all)
+            subgraph, _identifier, *operands = args
+            return DynamoGraphRunner(subgraph).run(*operands)
+        if target is torch.ops.higher_order.associative_scan:
+            combine_fn, xs, additional = args
+            def stored_step(*operands):
+                return [fusion_barrier(x) for x in tree_leaves(combine_fn(*operands))]
+            return generic_associative_scan(stored_step, list(xs), dim=0, additional_inputs=tuple(additional))
+        result = super().call_function(target, args, kwargs)
+        if target is predispatch._remove_batch_dim and args[1] == self.level_offset + 1:
+            # the result of an outermost vmap (each step of a log-depth scan): stored, not
+            # inlined into its readers (realify/ops.py, "fusion barrier")
+            return fusion_barrier(result)
+        return result
+
+
+def source_line(node: fx.Node | None) -> str | None:
+    """The user's source line that made ``node``, as ``file:line in function: code``.
+
+    ``stack_trace`` is a formatted traceback, outermost frame first: dynamo records the user's
+    frames (inlined calls too), torch.export an ``nn.Module.forward``'s line, and decompose's own
+    trace of a plain callable the innermost frame outside torch and realify
+    (:class:`SourceLines`). Graphs built by hand have none: the node's name is all there is."""
+    if node is None:
+        return None
+    trace = node.meta.get("stack_trace")
+    if trace:
+        frames = _FRAME.findall(trace)
+        if frames:
+            filename, line, function, code = frames[-1]
+            return f"{filename}:{line} in {function}: {code.strip()}" if code.strip() else f"{filename}:{line} in {function}"
+        lines = [l.strip() for l in trace.strip().splitlines() if l.strip()]
+        return " | ".join(lines[-2:])
+    return f"graph node {node.name} (no source line was recorded)"
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n?([^\n]*)')
+
+
+class SourceLines(torch.overrides.TorchFunctionMode):
+    """Records, for the nodes a trace of a plain callable creates, the user's source line.
+
+    ``make_fx`` records stack traces only for frames of an ``nn.Module.forward``: a plain
+    function's nodes would have none, and a missing rule could only be placed by a graph node
+    name. Each torch call the program makes (a function, method or operator) sets the trace's
+    current stack trace (``torch.fx.traceback.set_stack_trace``, which nodes copy while node
+    meta is preserved) to the innermost frame outside torch and realify, for the duration of
+    the call; calls torch makes internally run with the mode off, so they keep the user's
+    line."""
+
+    _SKIP = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(self._SKIP):
+            frame = frame.f_back
+        if frame is None or not fx_traceback.has_preserved_node_meta():
+            return func(*args, **(kwargs or {}))
+        before = fx_traceback.get_current_meta().get("stack_trace")
+        fx_traceback.set_stack_trace(traceback.format_stack(frame, limit=1))
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            fx_traceback.set_stack_trace([before] if before else [])

@@ -1,0 +1,121 @@
+"""FX clean-up passes on the functional and the real graphs: in-place views and writes to inputs
+made functional, ``*_copy`` ops back to views, fusion barriers removed, and which unread nodes
+stay.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch._ops import OpOverload
+
+from .ops import fusion_barrier
+
+aten = torch.ops.aten
+
+
+def inplace_views_to_functional(gm: fx.GraphModule) -> None:
+    """In-place view ops that functionalization keeps (C++ composites such as stft apply them
+    to their own intermediates) become out-of-place views, where the viewed value has no
+    other user (otherwise the in-place metadata change is visible elsewhere: left as is)."""
+    for node in gm.graph.nodes:
+        functional = _INPLACE_VIEWS.get(node.target)
+        if functional is not None and len(node.args[0].users) == 1:
+            node.target = functional
+    gm.recompile()
+
+
+_INPLACE_VIEWS = {
+    aten.transpose_.default: aten.transpose.int, aten.squeeze_.dim: aten.squeeze.dim,
+    aten.squeeze_.default: aten.squeeze.default, aten.squeeze_.dims: aten.squeeze.dims,
+    aten.unsqueeze_.default: aten.unsqueeze.default, aten.t_.default: aten.t.default,
+    aten.swapdims_.default: aten.swapdims.default, aten.as_strided_.default: aten.as_strided.default,
+}
+
+
+def mutations_to_outputs(gm: fx.GraphModule) -> list[int]:
+    """Turn trailing ``copy_(input, new_value)`` nodes into extra graph outputs."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    new_values: dict[int, fx.Node] = {}
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and node.args[0] in index:
+            new_values[index[node.args[0]]] = node.args[1]
+            node.replace_all_uses_with(node.args[1])
+            gm.graph.erase_node(node)
+    out_node = gm.graph.output_node()
+    mutated = sorted(new_values)
+    out_node.args = (list(out_node.args[0]) + [new_values[i] for i in mutated],)
+    gm.graph.lint()
+    gm.recompile()
+    return mutated
+
+
+def copies_to_views(gm: fx.GraphModule, *, keep_copies: bool = False) -> None:
+    """Functionalization turned every view into its ``*_copy`` variant (``slice_copy``,
+    ``permute_copy``, ...). In a graph that mutates nothing the view itself has the same value,
+    and consumers handle views far better: Inductor has no lowering for some ``*_copy`` ops
+    and runs each as an extern copy (the FNO block had 12 extern ``slice_copy`` calls per
+    forward), a copy's fresh layout hides the real strides from the rules, and torch.onnx has
+    no translation for ``slice_copy``.
+
+    A copy's result is contiguous and a view's may not be, so ``view`` becomes ``reshape``
+    (same value; copies only where it must). Copies stay copies where ``keep_copies`` (the
+    caller writes to inputs after the graph ran: a view would see the write) or where the
+    graph reads storage directly (``as_strided``, dtype views); a graph with in-place ops is
+    left as it is."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    if any(isinstance(n.target, OpOverload) and n.target._schema.is_mutable for n in nodes):
+        return
+    keep_copies = keep_copies or any(n.target in _STRIDE_DEPENDENT for n in nodes)
+    for node in nodes:
+        if node.target in _RESHAPES or (not keep_copies and node.target is aten.view_copy.default):
+            node.target = aten.reshape.default
+        elif not keep_copies:
+            node.target = _view_variant(node.target) or node.target
+    gm.recompile()
+
+
+_STRIDE_DEPENDENT = {aten.as_strided.default, aten.as_strided_copy.default, aten.view.dtype,
+                     aten.view_copy.dtype, aten.as_strided_scatter.default}
+
+
+_RESHAPES = {aten.view.default, aten._unsafe_view.default}
+
+
+@functools.cache
+def _view_variant(op: Any) -> OpOverload | None:
+    """``aten.X_copy.overload`` -> ``aten.X.overload`` where that is a view op, else None."""
+    if not isinstance(op, OpOverload) or op.namespace != "aten":
+        return None
+    name = op._schema.name.split("::")[-1]
+    if not name.endswith("_copy") or name == "lift_fresh_copy":
+        return None
+    base = getattr(aten, name[: -len("_copy")], None)
+    overload = op._overloadname
+    if base is None or overload not in base.overloads():
+        return None
+    view = getattr(base, overload)
+    return view if view.is_view else None
+
+
+def keep_unread(node: fx.Node) -> bool:
+    """Whether a node stays in the graph although nothing reads it: anything but a pure aten
+    op (FX counts random ops as impure; custom ops such as eager islands are kept too)."""
+    return node.is_impure() or not isinstance(node.target, OpOverload) or node.target.namespace != "aten"
+
+
+def strip_fusion_barriers(gm: fx.GraphModule) -> None:
+    """Remove ``realify::fusion_barrier`` nodes (each reader reads the value itself)."""
+    for module in gm.modules():  # control flow's branches and bodies too
+        if not isinstance(module, fx.GraphModule):
+            continue
+        barriers = module.graph.find_nodes(op="call_function", target=fusion_barrier._opoverload)
+        for node in barriers:
+            node.replace_all_uses_with(node.args[0])
+            module.graph.erase_node(node)
+        if barriers:
+            module.recompile()
