@@ -124,12 +124,17 @@ def _same_storage(value: torch.Tensor, base: Any) -> bool:
 
 
 def boundary_example(x: Any, layout: Layout) -> Any:
+    """The real input the graph is traced for, in the layout the caller passes at run time
+    (:func:`split`): planes contiguous, pairs with the strides of ``view_as_real(x)``. The
+    trace decides by its inputs' strides (a reshape of a complex value is a view of each part
+    only where their strides allow one), so an interleaved input made contiguous here while
+    a strided view of the pairs arrives at run time (``b.mT``) would fail, or worse."""
     if not is_complex(x) or layout == "complex":
         return x
     parts = torch.view_as_real(x.to(torch.complex64)).to(real_dtype(x.dtype)) if x.dtype == torch.complex32 else torch.view_as_real(x)
     if layout == "planar":
         return parts.movedim(-1, 0).contiguous()
-    return parts.contiguous()
+    return parts
 
 
 def enter(x: Any, complex_input: bool, layout: Layout) -> Any:

@@ -386,11 +386,13 @@ def _narrow(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:
 
 
 def _trace_input(value: Any, truncate_double: bool) -> Any:
-    """A placeholder's fake value as decompose traces it (complex128 narrowed if asked)."""
-    if is_complex(value) and _narrow(value.dtype, truncate_double) != value.dtype:
-        with value.fake_mode:
-            return value.to(_narrow(value.dtype, truncate_double))
-    return value
+    """A placeholder's fake value as decompose traces it: complex128 narrowed if asked, and
+    contiguous, as the real program's interleaved inputs are (:func:`_interleave`); the real
+    graph is traced for its inputs' strides (a reshape is a view only where they allow it)."""
+    if not is_complex(value):
+        return value
+    with value.fake_mode:
+        return value.to(_narrow(value.dtype, truncate_double)).contiguous()
 
 
 def _for_export(err: MissingRuleError) -> MissingRuleError:

@@ -178,6 +178,35 @@ def test_as_strided_on_a_large_partial_view(inner):
     torch.testing.assert_close(realify.compile(f, inner=inner)(x), f(x), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+@pytest.mark.parametrize("mutate", [False, True])
+def test_graph_is_traced_for_the_strides_of_the_pairs_it_gets(inner, mutate):
+    # an input that enters as its own pairs arrives with its view's strides (b.mT: the pairs
+    # of a transposed matrix); the quotient takes b's layout, and a reshape of it is a view
+    # of each part only where those strides allow: a graph traced for contiguous pairs viewed
+    # where it must copy, and failed at run time
+    def program(a, b):
+        flat = a.reshape(-1)
+        if mutate:
+            a.div_(b)
+            return torch.exp(flat)  # a view of a: it sees the write
+        return torch.exp((a / b).reshape(-1))
+
+    def inputs():
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randn(2, 3, dtype=torch.complex64, generator=gen)
+        b = torch.randn(3, 2, dtype=torch.complex64, generator=gen)
+        return a.conj(), b.mT
+
+    expected = program(*inputs())
+    a, b = inputs()
+    values = a.detach().clone()
+    got = realify.compile(program, inner=inner, fullgraph=True)(a, b)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    if mutate:
+        torch.testing.assert_close(a, values / b, rtol=1e-6, atol=0)
+
+
 def test_small_conj_input_enters_resolved():
     # a lazy conj view cannot be viewed as pairs as it is: it is resolved at the boundary
     z = torch.randn(6, dtype=torch.complex64)
