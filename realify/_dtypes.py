@@ -1,4 +1,6 @@
-"""The complex <-> real dtype correspondence used everywhere in realify."""
+"""The complex <-> real dtype correspondence used everywhere in realify, and the two
+conversions between a complex tensor and its real parts that every dtype needs (complex32,
+ComplexHalf, has few kernels: its values pass through complex64 here, and only here)."""
 
 from __future__ import annotations
 
@@ -26,3 +28,19 @@ def complex_dtype(dtype: torch.dtype) -> torch.dtype:
     if dtype == torch.bfloat16:
         raise TypeError("bfloat16 has no complex counterpart in PyTorch; cast to float32 first")
     return REAL_TO_COMPLEX[dtype]
+
+
+def pairs_of(z: torch.Tensor) -> torch.Tensor:
+    """The real ``(*shape, 2)`` pairs of complex ``z``: a view of it (lazy conj/neg bits
+    resolved first), or for complex32 float16 pairs through a complex64 copy."""
+    if z.dtype == torch.complex32:
+        return torch.view_as_real(z.to(torch.complex64)).to(torch.float16)
+    return torch.view_as_real(z.resolve_conj().resolve_neg())
+
+
+def complex_of(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """The complex tensor with real part ``re`` and imaginary part ``im`` (complex32 for
+    float16 parts, through complex64)."""
+    if re.dtype == torch.float16:
+        return torch.complex(re.float(), im.float()).to(torch.complex32)
+    return torch.complex(re, im)

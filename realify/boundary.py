@@ -23,7 +23,7 @@ import torch.fx as fx
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
-from ._dtypes import real_dtype
+from ._dtypes import complex_of, pairs_of
 from .aliasing import OutputView, contiguous_strides, needs_restride
 from .errors import ComplexLeakError
 from .tensor import ComplexTensor
@@ -131,7 +131,7 @@ def boundary_example(x: Any, layout: Layout) -> Any:
     a strided view of the pairs arrives at run time (``b.mT``) would fail, or worse."""
     if not is_complex(x) or layout == "complex":
         return x
-    parts = torch.view_as_real(x.to(torch.complex64)).to(real_dtype(x.dtype)) if x.dtype == torch.complex32 else torch.view_as_real(x)
+    parts = pairs_of(x)
     if layout == "planar":
         return parts.movedim(-1, 0).contiguous()
     return parts
@@ -248,15 +248,14 @@ def split(z: torch.Tensor, layout: Layout = "planar") -> torch.Tensor:
 def complex_to_pairs(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Complex ``(*shape)`` -> real contiguous ``(*shape, 2)`` of ``dtype``: a view when ``z``
     allows it."""
-    z = z.resolve_conj().resolve_neg()
-    return torch.view_as_real(z).to(dtype).contiguous()
+    return pairs_of(z).to(dtype).contiguous()
 
 
 def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Real ``(*shape, 2)`` interleaved -> complex ``(*shape)`` (of ``dtype`` if given): a view
     where ``x``'s strides allow one (the pairs adjacent, every other stride even), else a copy
-    first. float16 pairs make complex32, through complex64."""
+    first. float16 pairs make complex32 (a copy: :func:`realify._dtypes.complex_of`)."""
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
         x = x.contiguous()
-    z = torch.view_as_complex(x.float()).to(torch.complex32) if x.dtype == torch.float16 else torch.view_as_complex(x)
+    z = complex_of(x[..., 0], x[..., 1]) if x.dtype == torch.float16 else torch.view_as_complex(x)
     return z if dtype is None else z.to(dtype)

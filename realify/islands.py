@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ._dtypes import complex_of, pairs_of
 from .tensor import ComplexTensor
 
 log = logging.getLogger("realify")
@@ -46,8 +47,7 @@ class _Island:
         for leaf in self.leaves:
             if leaf == ("tensor", "c"):
                 re, im = next(it), next(it)
-                leaves.append(torch.complex(re, im) if re.dtype != torch.float16 else
-                              torch.complex(re.float(), im.float()).to(torch.complex32))
+                leaves.append(complex_of(re, im))
             elif leaf == ("tensor", "r"):
                 leaves.append(next(it))
             else:
@@ -63,7 +63,7 @@ class _Island:
         for x in flat:
             if isinstance(x, torch.Tensor) and x.dtype.is_complex:
                 self.out_kinds.append("c")
-                parts = torch.view_as_real(x.resolve_conj() if x.dtype != torch.complex32 else x.to(torch.complex64))
+                parts = pairs_of(x)
                 result += [_contiguous_copy(parts[..., 0]), _contiguous_copy(parts[..., 1])]
             else:
                 self.out_kinds.append("r")

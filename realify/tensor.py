@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from ._dtypes import REAL_TO_COMPLEX
+from ._dtypes import REAL_TO_COMPLEX, complex_of, pairs_of
 
 
 class ComplexTensor(torch.Tensor):
@@ -84,11 +84,7 @@ class ComplexTensor(torch.Tensor):
             return t
         if not t.dtype.is_complex:
             raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; use ComplexTensor(re, zeros_like(re))")
-        t = t.resolve_conj().resolve_neg()
-        if t.dtype == torch.complex32:
-            parts = torch.view_as_real(t.to(torch.complex64)).to(torch.float16)
-        else:
-            parts = torch.view_as_real(t)
+        parts = pairs_of(t)
         return ComplexTensor(parts[..., 0], parts[..., 1])
 
     def known_pairs(self) -> torch.Tensor | None:
@@ -106,7 +102,7 @@ class ComplexTensor(torch.Tensor):
         """An ordinary (interleaved) complex tensor with the same values (differentiable)."""
         if self.requires_grad:
             return _Disassemble.apply(self)
-        return _interleave(self.re, self.im)
+        return complex_of(self.re, self.im)
 
     # ---- tracing support ------------------------------------------------------------
     def __tensor_flatten__(self):
@@ -157,12 +153,6 @@ def _interleaved(re: torch.Tensor, im: torch.Tensor) -> bool:
         return False
 
 
-def _interleave(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
-    if re.dtype == torch.float16:
-        return torch.complex(re.float(), im.float()).to(torch.complex32)
-    return torch.complex(re, im)
-
-
 class _Assemble(torch.autograd.Function):
     """(re, im) -> ComplexTensor, passing the gradient's real/imag parts back to re/im."""
 
@@ -181,7 +171,7 @@ class _Disassemble(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z):
-        return _interleave(z.re, z.im)
+        return complex_of(z.re, z.im)
 
     @staticmethod
     def backward(ctx, grad):
