@@ -51,7 +51,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
-                        eager_outputs=True)
+                        eager_outputs=True, pair_products=config.interleaved_products)
     # realify's own share of the compile time (the rest is the inner compiler's)
     torch._dynamo.utils.counters["realify"]["decompose_s"] += time.perf_counter() - start
     signature = real_gm.realify_signature

@@ -144,7 +144,7 @@ def enter(x: Any, complex_input: bool, layout: Layout) -> Any:
     if layout == "planar":
         return ComplexTensor(x[0], x[1])
     if layout == "interleaved":
-        return ComplexTensor.from_pairs(x, multiply_as_pairs=False)
+        return ComplexTensor.from_pairs(x)
     # real/imag (not view_as_real) so that a conj- or neg-view input works at run time too
     return ComplexTensor(torch.real(x), torch.imag(x))
 

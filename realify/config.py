@@ -4,11 +4,12 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 - ``gemm_multiplications`` (3 or 4): complex matmul/convolution as 3 real products
   (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula). See docs/numerics.md for
   the error bound that makes 3 the default.
-- ``interleaved_products`` (bool): a complex product whose factor already sits interleaved in
-  memory (``view_as_complex`` of a real tensor, as in rotary embeddings) runs on the
-  (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's vectorized complex kernel)
-  instead of planar arithmetic on stride-2 loads. Off, every product is planar real
-  arithmetic (what ``realify.export`` produces, for runtimes that know only standard ops).
+- ``interleaved_products`` (bool): in the compile backend, a complex product whose factor
+  already sits interleaved in memory (``view_as_complex`` of a real tensor, as in rotary
+  embeddings) runs on the (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's
+  vectorized complex kernel) instead of planar arithmetic on stride-2 loads (the layout pass,
+  realify/layout.py, read when a graph compiles). Off, every product is planar real
+  arithmetic, as in what ``realify.export`` produces for runtimes that know only standard ops.
 - ``strict`` (bool): in the compile backend, raise MissingRuleError for a complex op with no
   rule instead of running it as an eager island.
 """

@@ -33,7 +33,9 @@ from .boundary import (Layout, Signature, boundary_example, check_real, eager_la
                        input_layouts, is_complex)
 from .dynamo_graph import DynamoGraphRunner, SourceLines
 from .errors import MissingRuleError
-from .passes import copies_to_views, inplace_views_to_functional, mutations_to_outputs, strip_fusion_barriers
+from .layout import place_pairs
+from .passes import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, strip_fusion_barriers,
+                     unread_outputs_not_asked)
 from .planarize import planarize, symbolic
 
 log = logging.getLogger("realify")
@@ -49,6 +51,7 @@ def decompose(
     on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None], Any] | None = None,
     fusion_barriers: bool = False,
     eager_outputs: bool = False,
+    pair_products: bool = False,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -76,6 +79,10 @@ def decompose(
     call (``None`` in the graph's outputs; :attr:`Signature.output_views`), and every other
     user output has eager's strides (for an ``"interleaved"`` complex output, ``(2 s..., 1)``
     for eager's ``s``), which the graph writes directly.
+
+    Complex values that sit in memory as (re, im) pairs stay pairs through views and where
+    they are put back together (realify/layout.py); ``pair_products=True`` also runs products
+    with such a value on the pairs (``realify::cmul_pairs``, what the compile backend does).
     """
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
@@ -91,6 +98,11 @@ def decompose(
         # the op and the user's line
         raise MissingRuleError(err.op, where=err.where, detail=err.detail, advice=err.advice) from None
     check_real(planar, signature)
+    placeholders = planar.graph.find_nodes(op="placeholder")
+    complex_inputs = frozenset(n for n, c in zip(placeholders, signature.input_complex) if c)
+    for module in planar.modules():  # control flow's branches and bodies too
+        if isinstance(module, fx.GraphModule):
+            place_pairs(module, products=pair_products, boundary=complex_inputs)
     if not fusion_barriers:
         strip_fusion_barriers(planar)
     planar.realify_signature = signature
@@ -156,6 +168,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
     inplace_views_to_functional(traced)
     mutated = mutations_to_outputs(traced)
     copies_to_views(traced)
+    unread_outputs_not_asked(traced)
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
     num_user = len(outs) - len(mutated)

@@ -33,7 +33,6 @@ from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
 
-from . import config
 from .aliasing import OutputView, needs_restride, overlapping_write
 from .boundary import complex_to_pairs, is_complex, pairs_to_complex
 from .decompose import decompose
@@ -116,9 +115,8 @@ def export(
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
     try:
-        # standard ops only: no realify::cmul_pairs, which other runtimes would not know
-        with config.patch(interleaved_products=False):
-            real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
+        # standard ops only (no pair_products): no realify::cmul_pairs, which other runtimes would not know
+        real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
     except MissingRuleError as err:
         raise _for_export(err) from None
 

@@ -193,7 +193,7 @@ fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)
 # interleaved (re, im) pairs (Inductor's CPU code runs them as scalar loops). Where both
 # operands of a complex product already sit interleaved in memory — the rotary-embedding
 # pattern view_as_complex(x) * freqs -> view_as_real — this op runs the product on the pairs
-# with ATen's vectorized complex kernel instead (realify/rules/arithmetic.py decides when).
+# with ATen's vectorized complex kernel instead (realify/layout.py decides when).
 
 
 @torch.library.custom_op("realify::cmul_pairs", mutates_args=())

@@ -6,6 +6,7 @@ stay.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import torch
@@ -119,3 +120,40 @@ def strip_fusion_barriers(gm: fx.GraphModule) -> None:
             module.graph.erase_node(node)
         if barriers:
             module.recompile()
+
+
+# Multi-output ops whose optional vector outputs have no rule (realify/rules/spectra.py): the
+# argument that asks for them, and their output indices. ATen asks for them whenever a gradient
+# may be needed (eigvalsh, svdvals, matrix_rank, cond, the nuclear norm), for its own backward,
+# which realify does not use: it differentiates the real graph.
+_OPTIONAL_OUTPUTS = {
+    aten._linalg_eigh.default: ("compute_v", {1}),
+    aten._linalg_svd.default: ("compute_uv", {0, 2}),
+}
+
+
+def unread_outputs_not_asked(gm: fx.GraphModule) -> None:
+    """Where nothing reads an op's optional outputs (:data:`_OPTIONAL_OUTPUTS`), the op is
+    asked not to compute them, so that its rule needs no formula for them."""
+    for module in gm.modules():  # control flow's branches and bodies too
+        if not isinstance(module, fx.GraphModule):
+            continue
+        for op, (flag, outputs) in _OPTIONAL_OUTPUTS.items():
+            for node in module.graph.find_nodes(op="call_function", target=op):
+                if any(u.target is not operator.getitem for u in node.users):
+                    continue  # the whole tuple is read
+                if {u.args[1] for u in node.users if u.users} & outputs:  # a getitem nothing reads is dead
+                    continue
+                _set_argument(node, flag, False)
+        module.recompile()
+
+
+def _set_argument(node: fx.Node, name: str, value: Any) -> None:
+    if name in node.kwargs:
+        node.kwargs = {**node.kwargs, name: value}
+        return
+    schema = node.target._schema.arguments
+    position = [a.name for a in schema].index(name)
+    args = list(node.args) + [a.default_value for a in schema[len(node.args):position + 1]]
+    args[position] = value
+    node.args = tuple(args)

@@ -5,7 +5,6 @@ and bodies too), and trace the real ops that result.
 
 from __future__ import annotations
 
-import operator
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
@@ -24,7 +23,7 @@ from .boundary import Signature, enter, is_complex, leave, resolve_lazy_bits
 from .dynamo_graph import source_line
 from .errors import DECOMPOSE_ADVICE, MissingRuleError
 from .passes import keep_unread
-from .rules import apply_rule, outputs_unused
+from .rules import apply_rule
 from .tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -64,8 +63,7 @@ def planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs:
     with fx_traceback.preserve_node_meta(), torch._C._DisableAutocast(), \
             (enable_python_dispatcher() if symbolic(boundary_inputs) else nullcontext()):
         planar = make_fx(planar_program, tracing_mode="real")(*boundary_inputs)
-    # values nothing reads (placeholders a rule made for unread outputs, see
-    # realify.rules.unused_outputs) go; random ops stay, so the random stream stays eager's
+    # values nothing reads go; random ops stay, so the random stream stays eager's
     planar.graph.eliminate_dead_code(is_impure_node=keep_unread)
     planar.recompile()
     if signature.input_layout == "complex":
@@ -114,8 +112,7 @@ class PlanarInterpreter(fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if isinstance(target, OpOverload) and self._touches_complex(args, kwargs):
             try:
-                with outputs_unused(_unused_outputs(self.current)):
-                    return apply_rule(target, args, kwargs)
+                return apply_rule(target, args, kwargs)
             except MissingRuleError as err:
                 if self.on_missing is not None:
                     return self.on_missing(target, args, kwargs, self.current, err.detail)
@@ -208,13 +205,3 @@ def _as_parts(values: Sequence[Any]) -> list[Any]:
 def _from_parts(parts: Sequence[Any], kinds: Sequence[bool]) -> list[Any]:
     it = iter(parts)
     return [ComplexTensor(next(it), next(it)) if c else next(it) for c in kinds]
-
-
-def _unused_outputs(node: fx.Node) -> frozenset[int]:
-    """The outputs of a multi-output node that no node reads (all of them are used when a
-    user takes the whole tuple)."""
-    val = node.meta.get("val")
-    if not isinstance(val, (tuple, list)) or any(u.target is not operator.getitem for u in node.users):
-        return frozenset()
-    used = {u.args[1] for u in node.users if u.users}  # a getitem nothing reads is dead
-    return frozenset(i for i in range(len(val)) if i not in used)

@@ -21,15 +21,6 @@ class ComplexTensor(torch.Tensor):
 
     re: torch.Tensor
     im: torch.Tensor
-    # the real (..., 2) tensor whose [..., 0] and [..., 1] are re and im, where known (a
-    # view_as_complex result, an input that entered interleaved): FFTs and view_as_real use
-    # the pairs without a copy
-    pairs: torch.Tensor | None = None
-    # whether products with this value run on its pairs (realify::cmul_pairs, ATen's complex
-    # kernel) rather than as planar arithmetic: true for what the program itself made with
-    # view_as_complex (rotary embeddings: pairs in, product, view_as_real out), false for
-    # boundary inputs, whose products usually feed more arithmetic that a compiler fuses
-    multiply_as_pairs: bool = False
 
     @staticmethod
     def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
@@ -68,13 +59,10 @@ class ComplexTensor(torch.Tensor):
         super().__init__()
 
     @staticmethod
-    def from_pairs(pairs: torch.Tensor, multiply_as_pairs: bool = True) -> "ComplexTensor":
+    def from_pairs(pairs: torch.Tensor) -> "ComplexTensor":
         """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
-        tensor, remembering ``pairs`` (no copy)."""
-        z = ComplexTensor(pairs[..., 0], pairs[..., 1])
-        z.pairs = pairs
-        z.multiply_as_pairs = multiply_as_pairs
-        return z
+        tensor: its parts are views of ``pairs`` (no copy)."""
+        return ComplexTensor(pairs[..., 0], pairs[..., 1])
 
     # ---- conversion -------------------------------------------------------------------
     @staticmethod
@@ -86,17 +74,6 @@ class ComplexTensor(torch.Tensor):
             raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; use ComplexTensor(re, zeros_like(re))")
         parts = pairs_of(t)
         return ComplexTensor(parts[..., 0], parts[..., 1])
-
-    def known_pairs(self) -> torch.Tensor | None:
-        """The (..., 2) tensor this value views (see :meth:`from_pairs`), if its parts are still
-        exactly that tensor's [..., 0] and [..., 1] (an in-place view op such as transpose_
-        changes the parts, not the pairs)."""
-        p, re, im = self.pairs, self.re, self.im
-        if p is None or p.dtype != re.dtype or p.shape[:-1] != re.shape or p.stride(-1) != im.storage_offset() - re.storage_offset():
-            return None
-        if p.stride()[:-1] != re.stride() or im.stride() != re.stride() or p.storage_offset() != re.storage_offset():
-            return None
-        return p
 
     def to_complex(self) -> torch.Tensor:
         """An ordinary (interleaved) complex tensor with the same values (differentiable)."""

@@ -60,6 +60,30 @@ def test_rotary_runs_on_pairs_and_matches_eager(interleaved):
     assert ("realify.cmul_pairs.default" in ops) == interleaved
 
 
+def test_layout_pass_keeps_pairs_through_views_and_decides_products():
+    # rules compute on planar parts; the layout pass (realify/layout.py) keeps a value made
+    # with view_as_complex as its pairs through views (no stack back into pairs) and, asked,
+    # runs its products on the pairs
+    def f(x, w):
+        z = torch.view_as_complex(x)[:, None, 1:].transpose(0, 1)
+        return torch.view_as_real(z * w), torch.view_as_real(z.squeeze(0))
+
+    x = torch.randn(3, 5, 2)
+    w = torch.randn(1, 4, dtype=torch.complex64)
+    expected = f(x, w)
+    for products in (False, True):
+        gm = realify.decompose(f, [x, w], pair_products=products)
+        targets = _targets(gm)
+        assert ("realify.cmul_pairs.default" in targets) == products
+        # one stack: the planar product's parts into pairs, or w's parts into pairs for
+        # cmul_pairs; never the view of z, which stays x's pairs
+        assert [n.target for n in gm.graph.nodes].count(torch.ops.aten.stack.default) == 1
+        for got, e in zip(gm(x, w), expected):
+            torch.testing.assert_close(got, e, rtol=1e-6, atol=1e-6)
+    real = realify.decompose(lambda x: torch.view_as_real(torch.view_as_complex(x)[1:].unsqueeze(0)), [x])
+    assert _targets(real) <= {"aten.slice.Tensor", "aten.unsqueeze.default"}
+
+
 def _rotary_with_trainable_freqs(q, k, angles):
     # the frequency table differentiable too, so the backward needs every conj flag:
     # grad q = g * conj(f) and grad f = sum(g * conj(q))

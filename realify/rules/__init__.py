@@ -11,7 +11,6 @@ decompositions (composite ops), and finally :class:`MissingRuleError` naming the
 """
 
 from ._planar import complex_like, make_complex, parts, result_dtype
-from ._registry import Rule, apply_rule, lookup, outputs_unused, register, unused_outputs
+from ._registry import Rule, apply_rule, lookup, register
 
-__all__ = ["Rule", "apply_rule", "complex_like", "lookup", "make_complex", "outputs_unused", "parts", "register",
-           "result_dtype", "unused_outputs"]
+__all__ = ["Rule", "apply_rule", "complex_like", "lookup", "make_complex", "parts", "register", "result_dtype"]

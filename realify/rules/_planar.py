@@ -36,14 +36,9 @@ def parts(x: Any, dtype: torch.dtype | None = None) -> tuple[Part, Part]:
 
 
 def pairs_of(x: Any) -> torch.Tensor:
-    """x as one real ``(..., 2)`` tensor of (re, im) pairs: the pairs it still views where
-    known (``ComplexTensor.known_pairs``, no copy), else one stack of its parts (which the
-    compiler fuses into the kernel that computes them)."""
-    x = as_complex_tensor(x)
-    known = x.known_pairs() if isinstance(x, ComplexTensor) else None
-    if known is not None:
-        return known
-    re, im = parts(x)
+    """x as one real ``(..., 2)`` tensor of (re, im) pairs: one stack of its parts (where they
+    are the parts of such a tensor already, realify/layout.py takes that tensor instead)."""
+    re, im = parts(as_complex_tensor(x))
     return torch.stack([re, torch.zeros_like(re) if im is None else im], dim=-1)
 
 

@@ -5,11 +5,9 @@ on first lookup."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import logging
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
@@ -21,28 +19,6 @@ log = logging.getLogger("realify")
 Rule = Callable[..., Any]
 _TABLE: dict[object, Rule] = {}
 aten = torch.ops.aten
-_UNUSED_OUTPUTS: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("realify_unused_outputs",
-                                                                                 default=frozenset())
-
-
-def unused_outputs() -> frozenset[int]:
-    """The indices of the current op's outputs that nothing reads.
-
-    Known while ``decompose`` traces a graph (the op's node has no use of them); empty
-    otherwise, so that a rule assumes every output is read. A rule may return a placeholder
-    for an unused output it has no formula for (eigenvectors that ATen computes only for its
-    own backward, say) instead of refusing the op."""
-    return _UNUSED_OUTPUTS.get()
-
-
-@contextlib.contextmanager
-def outputs_unused(indices: frozenset[int]) -> Iterator[None]:
-    """Within this context, :func:`unused_outputs` is ``indices`` (for the op being traced)."""
-    token = _UNUSED_OUTPUTS.set(indices)
-    try:
-        yield
-    finally:
-        _UNUSED_OUTPUTS.reset(token)
 
 
 def register(*ops: OpOverload | OpOverloadPacket) -> Callable[[Rule], Rule]:

@@ -12,10 +12,8 @@ import torch
 from . import register
 from ._derivative import C, apply, holomorphic
 from ._algebra import cdiv, cmul, padd, pneg, psub
-from ._planar import complex_like, pairs_of, parts, result_dtype
-from .. import config
+from ._planar import complex_like, parts, result_dtype
 from .._dtypes import real_dtype
-from ..ops import cmul_pairs
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -64,23 +62,9 @@ def rsub(self, other, *, alpha=None):
 
 @register(aten.mul.Tensor, aten.mul.Scalar)
 def mul(self, other):
-    # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
-    if _on_pairs(self, other):
-        return ComplexTensor.from_pairs(cmul_pairs(pairs_of(self), pairs_of(other), False, False))
+    # (a + bi)(c + di) = (ac - bd) + (ad + bc)i  (on (re, im) pairs where realify/layout.py says so)
     dtype, (a, b) = _operands(self, other)
     return complex_like(*cmul(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
-
-
-def _on_pairs(a, b) -> bool:
-    """Multiply on interleaved pairs (realify.ops.cmul_pairs, ATen's complex kernel) rather
-    than planar parts: when a complex factor is a value the program made with view_as_complex
-    and still views its pairs (ComplexTensor.multiply_as_pairs). There the product usually
-    goes straight back out through view_as_real (rotary embeddings), and the planar formula
-    would gather the pairs and scatter the result with stride-2 accesses: about twice ATen's
-    kernel's time even vectorized (docs/benchmarks.md, "Measurements behind design choices")."""
-    return (config.interleaved_products and isinstance(a, ComplexTensor) and isinstance(b, ComplexTensor)
-            and any(z.multiply_as_pairs and z.known_pairs() is not None for z in (a, b))
-            and a.re.dtype == b.re.dtype and a.re.dtype in (torch.float32, torch.float64))
 
 
 @register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)

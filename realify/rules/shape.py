@@ -142,49 +142,9 @@ _LAYOUT_PACKETS = (
 _VIEW_DTYPE = (aten.view.dtype, aten.view_copy.dtype)
 
 
-# Views that keep the (re, im) pairs a value views. A value made by view_as_complex (or that
-# entered the graph interleaved) remembers the real (..., 2) tensor of pairs it views
-# (ComplexTensor.from_pairs). These views apply to the pairs too, with the pair dimension kept
-# last, so the result still views pairs and a product can run on them (rules/arithmetic.py)
-# without restacking its parts first: the rotary table ``freqs[None, :, None, :]``.
-# ``n`` is the complex value's number of dimensions; dims are normalized against it.
-def _dim(d: int, ndim: int) -> int:
-    return d + ndim if d < 0 else d
-
-
-_PAIR_VIEWS: dict[OpOverload, Callable[..., torch.Tensor]] = {
-    aten.unsqueeze.default: lambda p, n, dim: aten.unsqueeze.default(p, _dim(dim, n + 1)),
-    aten.squeeze.default: lambda p, n: aten.squeeze.dims(p, [d for d in range(n) if p.shape[d] == 1]),
-    aten.squeeze.dim: lambda p, n, dim: aten.squeeze.dim(p, _dim(dim, n)) if n else p,
-    aten.squeeze.dims: lambda p, n, dims: aten.squeeze.dims(p, [_dim(d, n) for d in dims]) if n else p,
-    aten.slice.Tensor: lambda p, n, dim=0, start=None, end=None, step=1:
-        aten.slice.Tensor(p, _dim(dim, n), start, end, step),
-    aten.select.int: lambda p, n, dim, index: aten.select.int(p, _dim(dim, n), index),
-    aten.expand.default: lambda p, n, size, implicit=False: aten.expand.default(p, [*size, 2]),
-    aten.view.default: lambda p, n, size: aten.view.default(p, [*size, 2]),
-    aten._unsafe_view.default: lambda p, n, size: aten._unsafe_view.default(p, [*size, 2]),
-    aten.permute.default: lambda p, n, dims: aten.permute.default(p, [*(_dim(d, n) for d in dims), n]),
-    aten.transpose.int: lambda p, n, d0, d1: aten.transpose.int(p, _dim(d0, n), _dim(d1, n)),
-}
-
-
-def _keeping_pairs(op: OpOverload, rule: Callable) -> Callable:
-    """``rule``, except that a value still viewing its pairs is viewed through them."""
-    pair_view = _PAIR_VIEWS[op]
-
-    def keep_pairs(self, *args, **kwargs):
-        pairs = self.known_pairs() if isinstance(self, ComplexTensor) else None
-        if pairs is None:
-            return rule(self, *args, **kwargs)
-        return ComplexTensor.from_pairs(pair_view(pairs, self.dim(), *args, **kwargs), self.multiply_as_pairs)
-
-    keep_pairs.__name__ = f"pairs_{op}"
-    return keep_pairs
-
-
 for _op in functional_overloads(*_LAYOUT_PACKETS):
     if _op not in _VIEW_DTYPE:
-        register(_op)(_keeping_pairs(_op, planar(_op)) if _op in _PAIR_VIEWS else planar(_op))
+        register(_op)(planar(_op))
 
 # constant padding: the pad value's parts pad each part
 register_planar(functional_overloads(aten.constant_pad_nd), 0, 2)

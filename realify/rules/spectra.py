@@ -21,14 +21,15 @@ no real-only selection keeps them independent. When a traced graph reads them, t
 raise MissingRuleError (the compile backend runs the call as an eager island). ATen asks for
 them even for ``eigvalsh``/``svdvals`` whenever a gradient may be needed, which includes
 every traced call, only for its own backward; realify differentiates the real solver instead,
-so vectors that nothing reads (:func:`realify.rules.unused_outputs`) become zero placeholders.
+and a traced graph that does not read them asks for none (realify/passes.py,
+``unread_outputs_not_asked``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import register, unused_outputs
+from . import register
 from ._planar import parts
 from .linalg import real_embedding
 from ..errors import MissingRuleError
@@ -48,17 +49,14 @@ def _no_vectors(like: torch.Tensor) -> ComplexTensor:
     return ComplexTensor(empty, empty.clone())
 
 
-def _vectors(op, asked: bool, indices: set[int], shapes: list[torch.Size], like: torch.Tensor,
-             what: str, instead: str) -> list[ComplexTensor]:
-    """The vector outputs at ``indices`` of ``op``, real parts like ``like``: empty if not
-    asked for, zero placeholders if nothing reads them, else MissingRuleError (decided before
-    anything is computed)."""
-    if not asked:
-        return [_no_vectors(like) for _ in shapes]
-    if not indices <= unused_outputs():
+def _vectors(op, asked: bool, count: int, like: torch.Tensor, what: str, instead: str) -> list[ComplexTensor]:
+    """``count`` empty vector outputs of ``op`` (real parts like ``like``), as eager returns
+    where they were not asked for; MissingRuleError where they were (decided before anything
+    is computed)."""
+    if asked:
         raise MissingRuleError(op, detail=f"{what}: no real-only formula (realify/rules/spectra.py); "
                                           f"{instead} alone have a rule")
-    return [ComplexTensor(like.new_zeros(shape), like.new_zeros(shape)) for shape in shapes]
+    return [_no_vectors(like) for _ in range(count)]
 
 
 def _hermitian_from_triangle(A, upper: bool) -> ComplexTensor:
@@ -75,7 +73,7 @@ def _hermitian_from_triangle(A, upper: bool) -> ComplexTensor:
 @register(aten._linalg_eigh.default)
 def linalg_eigh(A, UPLO="L", compute_v=True):
     # eigenvalues(H) = pair means of eigvalsh(E(H)), ascending
-    vectors, = _vectors(aten._linalg_eigh.default, compute_v, {1}, [A.shape], parts(A)[0],
+    vectors, = _vectors(aten._linalg_eigh.default, compute_v, 1, parts(A)[0],
                         "eigenvectors", "eigenvalues (linalg.eigvalsh)")
     H = _hermitian_from_triangle(A, upper=UPLO.upper() == "U")
     return _pair_means(torch.linalg.eigvalsh(real_embedding(H))), vectors
@@ -84,10 +82,6 @@ def linalg_eigh(A, UPLO="L", compute_v=True):
 @register(aten._linalg_svd.default)
 def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     # singular values(A) = pair means of svdvals(E(A)), descending
-    m, n = A.shape[-2], A.shape[-1]
-    k = min(m, n)
-    batch = A.shape[:-2]
-    u, vh = _vectors(aten._linalg_svd.default, compute_uv, {0, 2},
-                     [(*batch, m, m if full_matrices else k), (*batch, n if full_matrices else k, n)], parts(A)[0],
+    u, vh = _vectors(aten._linalg_svd.default, compute_uv, 2, parts(A)[0],
                      "singular vectors", "singular values (linalg.svdvals)")
     return u, _pair_means(torch.linalg.svdvals(real_embedding(A))), vh

@@ -1,0 +1,232 @@
+"""The layout pass: where complex values sit in memory, decided after planarizing.
+
+Rules are formulas on planar parts. A complex value that sits in memory as (re, im) pairs, an
+input that enters interleaved or a ``view_as_complex`` in the program, enters the real graph
+as the two parts ``select(P, -1, 0)`` and ``select(P, -1, 1)`` of one real ``(..., 2)`` tensor
+``P``. Whether to keep working on ``P`` itself is this pass's decision, made by three
+rewrites, each a pattern and its replacement, applied in one walk over the graph in order (a
+rewrite's result is already in the form the later patterns look for):
+
+1. **A view of a part is a part of the view**: ``V(select(P, -1, k))`` becomes
+   ``select(V'(P), -1, k)``, ``V'`` the same view with the pair dimension kept last
+   (unsqueeze, squeeze, slice, select, expand, view, permute, transpose), one ``V'(P)`` node
+   shared by both parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs.
+2. **Parts put back together are the pairs**: ``stack([select(P, -1, 0), select(P, -1, 1)],
+   -1)`` (``view_as_real`` of such a value, an FFT's input) becomes ``P``: no copy.
+3. **A product on pairs** (the compile backend only, ``realify.config.interleaved_products``):
+   the planar product ``(ar br - ai bi, ar bi + ai br)`` of two complex values, one of which
+   the program itself viewed as pairs, becomes ``realify::cmul_pairs`` on the pairs, ATen's
+   vectorized complex kernel (a factor without pairs is stacked into them, a copy the
+   compiler fuses into the kernel that computes it). There the product usually goes straight
+   back out through ``view_as_real`` (rotary embeddings), and the planar formula would gather
+   the pairs and scatter the result with stride-2 accesses: about twice ATen's kernel's time
+   even vectorized (docs/benchmarks.md, "Measurements behind design choices"). Products of
+   inputs that entered interleaved stay planar: they usually feed more arithmetic, which a
+   compiler fuses with the planar formula; and exported programs keep standard ops only.
+
+Rules 1 and 2 change no value and no layout a caller can see (the graph's outputs are laid out
+by realify/boundary.py); rule 3 changes how a product rounds only as ATen's complex kernel
+rounds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+from .passes import keep_unread
+
+aten = torch.ops.aten
+
+
+def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozenset[fx.Node] = frozenset()) -> None:
+    """Apply the rewrites above to ``gm``; rule 3 only with ``products``, never to a product
+    whose pairs all come from ``boundary`` (the placeholders of complex inputs)."""
+    graph = gm.graph
+    views: dict[tuple, fx.Node] = {}  # V'(P) nodes made so far, shared by the parts of P
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target in _VIEWS_ON_PAIRS:
+            changed |= _view_of_part(graph, node, views)
+        elif node.target is aten.stack.default:
+            changed |= _parts_stacked(node)
+        elif products and node.target is aten.sub.Tensor:
+            changed |= _product_on_pairs(graph, node, boundary)
+    if changed:
+        graph.eliminate_dead_code(is_impure_node=keep_unread)
+        gm.recompile()
+
+
+# ---- rule 1: views ---------------------------------------------------------------------------
+
+
+def _dim(d: int, ndim: int) -> int:
+    return d + ndim if d < 0 else d
+
+
+# Each view op on a part, as the op and arguments that take the same view of the pairs (``p``:
+# the pairs' fake value, ``n``: the part's number of dimensions).
+_VIEWS_ON_PAIRS: dict[Any, Callable[..., tuple[Any, tuple]]] = {
+    aten.unsqueeze.default: lambda p, n, dim: (aten.unsqueeze.default, (_dim(dim, n + 1),)),
+    aten.squeeze.default: lambda p, n: (aten.squeeze.dims, ([d for d in range(n) if p.shape[d] == 1],)),
+    aten.squeeze.dim: lambda p, n, dim: (aten.squeeze.dims, ([_dim(dim, n)] if n else [],)),
+    aten.squeeze.dims: lambda p, n, dims: (aten.squeeze.dims, ([_dim(d, n) for d in dims] if n else [],)),
+    aten.slice.Tensor: lambda p, n, dim=0, start=None, end=None, step=1:
+        (aten.slice.Tensor, (_dim(dim, n), start, end, step)),
+    aten.select.int: lambda p, n, dim, index: (aten.select.int, (_dim(dim, n), index)),
+    aten.expand.default: lambda p, n, size, implicit=False: (aten.expand.default, ([*size, 2],)),
+    aten.view.default: lambda p, n, size: (aten.view.default, ([*size, 2],)),
+    aten._unsafe_view.default: lambda p, n, size: (aten._unsafe_view.default, ([*size, 2],)),
+    aten.permute.default: lambda p, n, dims: (aten.permute.default, ([*(_dim(d, n) for d in dims), n],)),
+    aten.transpose.int: lambda p, n, d0, d1: (aten.transpose.int, (_dim(d0, n), _dim(d1, n))),
+}
+
+
+def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
+    part = _pair_part(node.args[0])
+    if part is None or node.kwargs:
+        return False
+    pairs, k = part
+    p = pairs.meta["val"]
+    op, args = _VIEWS_ON_PAIRS[node.target](p, p.dim() - 1, *node.args[1:])
+    key = (op, pairs, repr(args))  # sizes may be symbolic: compared as written
+    viewed = views.get(key)
+    if viewed is None:
+        with graph.inserting_before(node):
+            viewed = _call(graph, op, pairs, *args)
+        if viewed is None:
+            return False
+        views[key] = viewed
+    with graph.inserting_before(node):
+        replacement = _call(graph, aten.select.int, viewed, -1, k)
+    node.replace_all_uses_with(replacement)
+    return True
+
+
+# ---- rule 2: stacks --------------------------------------------------------------------------
+
+
+def _parts_stacked(node: fx.Node) -> bool:
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    out = node.meta.get("val")
+    if len(tensors) != 2 or not isinstance(out, torch.Tensor) or _dim(dim, out.dim()) != out.dim() - 1:
+        return False
+    first, second = _pair_part(tensors[0]), _pair_part(tensors[1])
+    if first is None or second is None or first[0] is not second[0] or (first[1], second[1]) != (0, 1):
+        return False
+    pairs = first[0]
+    if pairs.meta["val"].shape != out.shape:
+        return False
+    node.replace_all_uses_with(pairs)
+    return True
+
+
+# ---- rule 3: products ------------------------------------------------------------------------
+
+
+def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node]) -> bool:
+    """``sub`` = ar br - ai bi of a planar product (realify/rules/_algebra.py, ``cmul``), whose
+    imaginary part ar bi + ai br is another node: both replaced by the parts of
+    ``cmul_pairs``, where a factor is pairs the program made."""
+    factors = _product_factors(sub)
+    if factors is None:
+        return False
+    (ar, ai, br, bi), add = factors
+    a, b = _pairs_of(ar, ai), _pairs_of(br, bi)
+    if not any(p is not None and _root(p) not in boundary for p in (a, b)):
+        return False
+    dtype = sub.meta["val"].dtype
+    if dtype not in (torch.float32, torch.float64) or any(
+            p is not None and p.meta["val"].dtype != dtype for p in (a, b)):
+        return False
+    with graph.inserting_before(sub):
+        a = a if a is not None else _call(graph, aten.stack.default, [ar, ai], -1)
+        b = b if b is not None else _call(graph, aten.stack.default, [br, bi], -1)
+        product = _call(graph, torch.ops.realify.cmul_pairs.default, a, b, False, False)
+        if product is None or product.meta["val"].shape[:-1] != sub.meta["val"].shape:
+            return False  # what it made, nothing reads: dead code
+        re, im = (_call(graph, aten.select.int, product, -1, k) for k in (0, 1))
+    sub.replace_all_uses_with(re)
+    add.replace_all_uses_with(im)
+    return True
+
+
+def _product_factors(sub: fx.Node) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
+    """The parts (ar, ai, br, bi) of a planar product's factors and its imaginary part's node,
+    where ``sub`` is ``mul(ar, br) - mul(ai, bi)`` and ``mul(ar, bi) + mul(ai, br)`` exists."""
+    if len(sub.args) != 2 or sub.kwargs:
+        return None
+    left, right = sub.args
+    if not (_is_mul(left) and _is_mul(right)):
+        return None
+    (ar, br), (ai, bi) = left.args, right.args
+    if not all(isinstance(x, fx.Node) for x in (ar, ai, br, bi)):
+        return None
+    for user in ar.users:
+        if _is_mul(user) and user.args == (ar, bi):
+            for add in user.users:
+                if (add.target is aten.add.Tensor and not add.kwargs and len(add.args) == 2
+                        and add.args[0] is user and _is_mul(add.args[1]) and add.args[1].args == (ai, br)):
+                    return (ar, ai, br, bi), add
+    return None
+
+
+def _is_mul(node: Any) -> bool:
+    return isinstance(node, fx.Node) and node.target is aten.mul.Tensor and len(node.args) == 2 and not node.kwargs
+
+
+def _pairs_of(re: fx.Node, im: fx.Node) -> fx.Node | None:
+    first, second = _pair_part(re), _pair_part(im)
+    if first is None or second is None or first[0] is not second[0] or (first[1], second[1]) != (0, 1):
+        return None
+    return first[0]
+
+
+def _root(pairs: fx.Node) -> fx.Node:
+    """The node whose memory ``pairs`` views (through rule 1's views)."""
+    while pairs.op == "call_function" and pairs.target in _PAIR_VIEW_TARGETS:
+        pairs = pairs.args[0]
+    return pairs
+
+
+_PAIR_VIEW_TARGETS = {op for op in _VIEWS_ON_PAIRS} | {aten.squeeze.dims}
+
+
+# ---- shared ------------------------------------------------------------------------------------
+
+
+def _pair_part(node: Any) -> tuple[fx.Node, int] | None:
+    """``(P, k)`` where ``node`` is ``select(P, -1, k)`` of a real ``(..., 2)`` tensor ``P``."""
+    if not (isinstance(node, fx.Node) and node.op == "call_function" and node.target is aten.select.int):
+        return None
+    pairs, dim, k = node.args
+    p = pairs.meta.get("val") if isinstance(pairs, fx.Node) else None
+    if not (isinstance(p, torch.Tensor) and p.dim() >= 1 and p.is_floating_point()
+            and guard_or_false(p.shape[-1] == 2) and _dim(dim, p.dim()) == p.dim() - 1
+            and isinstance(k, int) and k in (0, 1, -2, -1)):
+        return None
+    return pairs, k % 2
+
+
+def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node | None:
+    """A new node with its fake value (computed in its first input's fake mode), or None where
+    the op refuses those values (the node is not made)."""
+    vals = [a.meta["val"] if isinstance(a, fx.Node) else
+            [x.meta["val"] if isinstance(x, fx.Node) else x for x in a] if isinstance(a, list) else a for a in args]
+    first = next(v for v in vals if isinstance(v, torch.Tensor) or isinstance(v, list))
+    fake = first[0] if isinstance(first, list) else first
+    try:
+        with fake.fake_mode:
+            value = target(*vals)
+    except RuntimeError:
+        return None
+    node = graph.call_function(target, args)
+    node.meta["val"] = value
+    return node
+
