@@ -239,9 +239,7 @@ def split(z: torch.Tensor, layout: Layout = "planar") -> torch.Tensor:
     ``view_as_real(z).movedim(-1, 0).contiguous()`` is a transposing copy, several times
     slower (docs/benchmarks.md, "Measurements behind design choices")."""
     if layout == "interleaved":
-        if z.is_conj() or z.is_neg():
-            z = z.resolve_conj().resolve_neg()
-        return torch.view_as_real(z)
+        return pairs_of(z)
     return torch.stack([z.real, z.imag])
 
 

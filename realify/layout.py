@@ -117,11 +117,8 @@ def _parts_stacked(node: fx.Node) -> bool:
     out = node.meta.get("val")
     if len(tensors) != 2 or not isinstance(out, torch.Tensor) or _dim(dim, out.dim()) != out.dim() - 1:
         return False
-    first, second = _pair_part(tensors[0]), _pair_part(tensors[1])
-    if first is None or second is None or first[0] is not second[0] or (first[1], second[1]) != (0, 1):
-        return False
-    pairs = first[0]
-    if pairs.meta["val"].shape != out.shape:
+    pairs = _pairs_of(*tensors)
+    if pairs is None or pairs.meta["val"].shape != out.shape:
         return False
     node.replace_all_uses_with(pairs)
     return True
@@ -190,12 +187,10 @@ def _pairs_of(re: fx.Node, im: fx.Node) -> fx.Node | None:
 
 def _root(pairs: fx.Node) -> fx.Node:
     """The node whose memory ``pairs`` views (through rule 1's views)."""
-    while pairs.op == "call_function" and pairs.target in _PAIR_VIEW_TARGETS:
+    while pairs.op == "call_function" and pairs.target in _VIEWS_ON_PAIRS:
         pairs = pairs.args[0]
     return pairs
 
-
-_PAIR_VIEW_TARGETS = {op for op in _VIEWS_ON_PAIRS} | {aten.squeeze.dims}
 
 
 # ---- shared ------------------------------------------------------------------------------------

@@ -127,14 +127,15 @@ class Program:
     check_grads: bool = True
     projection_seed: int = 0
 
-    def source(self) -> str:
+    def source(self, lines: list[str] | None = None) -> str:
         args = ", ".join(i.name for i in self.inputs)
-        body = "\n".join(self.lines + [f"return ({', '.join(self.outputs)},)"])
+        body = "\n".join((self.lines if lines is None else lines) + [f"return ({', '.join(self.outputs)},)"])
         return f"def program({args}):\n{textwrap.indent(body, '    ')}\n"
 
-    def function(self):
-        namespace = {"torch": torch, "inf": INF, "nan": NAN}
-        exec(compile(self.source(), f"<fuzz program {id(self)}>", "exec"), namespace)
+    def function(self, lines: list[str] | None = None, **names: Any):
+        """The program as a function (``lines`` in place of its own, ``names`` in its scope)."""
+        namespace = {"torch": torch, "inf": INF, "nan": NAN, **names}
+        exec(compile(self.source(lines), f"<fuzz program {id(self)}>", "exec"), namespace)
         return namespace["program"]
 
     def perturbed_function(self, size: float, seed: int):
@@ -157,11 +158,7 @@ class Program:
         for line in self.lines:
             lines.append(line)
             lines += [f"{name} = _perturb({name})" for name in re.findall(r"^(v\d+) = ", line, re.M)]
-        body = "\n".join(lines + [f"return ({', '.join(self.outputs)},)"])
-        source = f"def program({', '.join(i.name for i in self.inputs)}):\n{textwrap.indent(body, '    ')}\n"
-        namespace = {"torch": torch, "inf": INF, "nan": NAN, "_perturb": perturb}
-        exec(compile(source, f"<perturbed fuzz program {id(self)}>", "exec"), namespace)
-        return namespace["program"]
+        return self.function(lines, _perturb=perturb)
 
     def make_inputs(self, dtype: torch.dtype | None = None, requires_grad: bool = False):
         """(arguments, leaves): the leaves are the base tensors, for gradients."""
