@@ -122,23 +122,15 @@ def strip_fusion_barriers(gm: fx.GraphModule) -> None:
             module.recompile()
 
 
-# Multi-output ops whose optional vector outputs have no rule (realify/rules/spectra.py): the
-# argument that asks for them, and their output indices. ATen asks for them whenever a gradient
-# may be needed (eigvalsh, svdvals, matrix_rank, cond, the nuclear norm), for its own backward,
-# which realify does not use: it differentiates the real graph.
-_OPTIONAL_OUTPUTS = {
-    aten._linalg_eigh.default: ("compute_v", {1}),
-    aten._linalg_svd.default: ("compute_uv", {0, 2}),
-}
-
-
 def unread_outputs_not_asked(gm: fx.GraphModule) -> None:
-    """Where nothing reads an op's optional outputs (:data:`_OPTIONAL_OUTPUTS`), the op is
-    asked not to compute them, so that its rule needs no formula for them."""
+    """Where nothing reads a spectral op's vectors (rules/spectra.py, ``OPTIONAL_VECTORS``),
+    the op is asked not to compute them, so that its rule needs no formula for them."""
+    from .rules.spectra import OPTIONAL_VECTORS
+
     for module in gm.modules():  # control flow's branches and bodies too
         if not isinstance(module, fx.GraphModule):
             continue
-        for op, (flag, outputs) in _OPTIONAL_OUTPUTS.items():
+        for op, (flag, outputs) in OPTIONAL_VECTORS.items():
             for node in module.graph.find_nodes(op="call_function", target=op):
                 if any(u.target is not operator.getitem for u in node.users):
                     continue  # the whole tuple is read

@@ -94,19 +94,28 @@ class ComplexTensor(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .rules._derivative import torch_function
+        # the calls whose meaning is lost below the dispatcher: a function differentiated by
+        # its formula (rules/_derivative.py), a spectral function asking for values only
+        # (rules/spectra.py); every other call as for any subclass with only
+        # __torch_dispatch__ (results are not converted)
+        from .rules import _derivative, spectra
 
-        result = torch_function(func, args, kwargs or {})
+        kwargs = kwargs or {}
+
+        def call():
+            return torch._C._disabled_torch_function_impl(func, types, args, kwargs)
+
+        result = _derivative.torch_function(func, args, kwargs)
         if result is NotImplemented:
-            # as for any subclass with only __torch_dispatch__: results are not converted
-            return torch._C._disabled_torch_function_impl(func, types, args, kwargs or {})
-        return result
+            result = spectra.torch_function(func, args, kwargs, call)
+        return call() if result is NotImplemented else result
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         from .rules import apply_rule
+        from .rules.spectra import vectors_unread
 
-        return apply_rule(func, args, kwargs or {})
+        return apply_rule(func, *vectors_unread(func, args, kwargs or {}))
 
 
 def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None:

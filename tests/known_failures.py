@@ -143,17 +143,6 @@ FIRST_SAMPLE_PASSES = frozenset(DATA_DEPENDENT_ARGUMENT.ops)
 
 # ---- eager front end only ------------------------------------------------------------------
 
-# (e) eigenvalues and singular values have rules (realify/rules/spectra.py), but ATen asks for
-# the vectors too whenever a gradient may be needed, always so for a tensor subclass; a traced
-# graph shows that nothing reads them, an eager call does not
-VECTORS_ASKED = Category(
-    "ATen asks for eigenvectors/singular vectors on a tensor subclass, and the eager front end cannot see "
-    "that nothing reads them; they have no real-only formula (realify/rules/spectra.py)",
-    frozenset({EAGER_FE}),
-    _same("linalg.cond", "linalg.eigvalsh", "linalg.matrix_rank", "linalg.matrix_rank.hermitian",
-          "linalg.svdvals", "norm.nuc"),
-)
-
 FIXED_SHAPE = Category(
     "a ComplexTensor wrapper's shape is fixed at creation: resize_ to a new shape raises a named error",
     frozenset({EAGER_FE}),
@@ -169,7 +158,7 @@ EAGER_NO_RULE = Category(
 
 # ---- the test harness --------------------------------------------------------------------
 
-# (f) for the compile front ends (compile, inductor). realify.opinfo.run_compile raises
+# (e) for the compile front ends (compile, inductor). realify.opinfo.run_compile raises
 # NoGraphCaptured when a sample's run hands no graph to the backend; the test skips such a run
 # with the reason here, and fails when an op listed here handed a graph for every sample it ran
 # (tensor_split's first sample hands none, its second does). An op listed here has no entry
@@ -209,7 +198,7 @@ HARNESS_CALL = Category(
 # Where an op is in two categories on one front end, the earlier category's failure is the one
 # a run meets first (the harness call before tracing, tracing before the missing rule)
 CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE, FACTORIZATIONS, NO_RULE_YET,
-              VECTORS_ASKED, FIXED_SHAPE, EAGER_NO_RULE)
+              FIXED_SHAPE, EAGER_NO_RULE)
 
 
 def _table(front_end: str, leave_out=frozenset()) -> dict[str, str]:

@@ -223,6 +223,11 @@ class _Parts(torch.autograd.Function):
         return ComplexTensor(grad_re, grad_im)
 
 
+def differentiable_parts(z) -> tuple[Tensor, Tensor]:
+    """A ComplexTensor's (re, im), their gradients flowing back to it as one ComplexTensor."""
+    return _Parts.apply(z)
+
+
 def torch_function(func, args, kwargs):
     """``func(*args, **kwargs)`` on a ComplexTensor that requires grad, differentiated by its
     Formula; NotImplemented for every other call."""

@@ -156,7 +156,11 @@ def linalg_cross(self, other, *, dim=-1):
 
 
 def real_embedding(a):
-    ar, ai = parts(a)
+    return embed_parts(*parts(a))
+
+
+def embed_parts(ar, ai):
+    """E(A) = [[Ar, -Ai], [Ai, Ar]] of A = ar + i ai (``ai`` None for a real A)."""
     ai = torch.zeros_like(ar) if ai is None else ai
     top = torch.cat([ar, -ai], dim=-1)
     bottom = torch.cat([ai, ar], dim=-1)

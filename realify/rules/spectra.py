@@ -20,22 +20,82 @@ eigenspace in which real solvers return vectors that may be i-multiples of one a
 no real-only selection keeps them independent. When a traced graph reads them, the rules
 raise MissingRuleError (the compile backend runs the call as an eager island). ATen asks for
 them even for ``eigvalsh``/``svdvals`` whenever a gradient may be needed, which includes
-every traced call, only for its own backward; realify differentiates the real solver instead,
-and a traced graph that does not read them asks for none (realify/passes.py,
-``unread_outputs_not_asked``).
+every traced call and every call on a tensor subclass, only for its own backward; realify
+differentiates the real solver instead. Each front end therefore tells the op that nothing
+reads its vectors where that is so (:data:`OPTIONAL_VECTORS`): a traced graph by its readers
+(realify/passes.py, ``unread_outputs_not_asked``), the eager ComplexTensor by the public
+function called, whose result holds values only (:data:`VALUES_ONLY`, :func:`values_only`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import torch
 
 from . import register
+from ._derivative import differentiable_parts
 from ._planar import parts
-from .linalg import real_embedding
+from .linalg import embed_parts
 from ..errors import MissingRuleError
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
+
+# The spectral ops whose vector outputs are optional: the argument that asks for them, and
+# their output indices
+OPTIONAL_VECTORS = {
+    aten._linalg_eigh.default: ("compute_v", {1}),
+    aten._linalg_svd.default: ("compute_uv", {0, 2}),
+}
+
+# Public functions whose result holds eigen- or singular values only (never vectors): every
+# spectral op they call inside has unread vectors
+VALUES_ONLY = frozenset({torch.linalg.svdvals, torch.linalg.eigvalsh, torch.linalg.matrix_norm, torch.linalg.norm,
+                         torch.norm, torch.Tensor.norm, torch.nuclear_norm, torch.linalg.cond,
+                         torch.linalg.matrix_rank})
+_VECTORS_UNREAD = contextvars.ContextVar("realify_vectors_unread", default=False)
+
+
+@contextlib.contextmanager
+def values_only():
+    """Within: every spectral op's vectors are unread (a :data:`VALUES_ONLY` function runs)."""
+    token = _VECTORS_UNREAD.set(True)
+    try:
+        yield
+    finally:
+        _VECTORS_UNREAD.reset(token)
+
+
+def torch_function(func, args: tuple, kwargs: dict, call):
+    """A :data:`VALUES_ONLY` function called on the eager ComplexTensor: ``call()`` within
+    :func:`values_only`; where a gradient is needed, ``svdvals``/``eigvalsh`` differentiated
+    through the real solver (as the traced front ends do), while the other functions keep ATen's
+    backward, which reads the vectors (NotImplemented: MissingRuleError names them).
+    NotImplemented for every other function."""
+    if func not in VALUES_ONLY:
+        return NotImplemented
+    if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+        with values_only():
+            return call()
+    if func is torch.linalg.svdvals and set(kwargs) <= {"driver"}:
+        return singular_values(*differentiable_parts(args[0]))
+    if func is torch.linalg.eigvalsh and set(kwargs) <= {"UPLO"}:
+        return hermitian_eigenvalues(*differentiable_parts(args[0]), *args[1:], **kwargs)
+    return NotImplemented
+
+
+def vectors_unread(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of ``func``, asking for no vectors where it is a spectral op called within
+    :func:`values_only`."""
+    if func not in OPTIONAL_VECTORS or not _VECTORS_UNREAD.get():
+        return args, kwargs
+    flag = OPTIONAL_VECTORS[func][0]
+    position = [a.name for a in func._schema.arguments].index(flag)
+    if position < len(args):
+        return (*args[:position], False, *args[position + 1:]), kwargs
+    return args, {**kwargs, flag: False}
 
 
 def _pair_means(values: torch.Tensor) -> torch.Tensor:
@@ -59,29 +119,31 @@ def _vectors(op, asked: bool, count: int, like: torch.Tensor, what: str, instead
     return [_no_vectors(like) for _ in range(count)]
 
 
-def _hermitian_from_triangle(A, upper: bool) -> ComplexTensor:
+def hermitian_eigenvalues(ar, ai, UPLO="L") -> torch.Tensor:
+    """Eigenvalues, ascending, of the Hermitian matrix whose ``UPLO`` triangle is that of
+    ``ar + i ai`` (``ai`` None for a real one): pair means of eigvalsh(E(H))."""
     # eigh reads one triangle and the real part of the diagonal:
     # H = T + T^H + diag(Re diag A), T the strict lower (upper) triangle
-    ar, ai = parts(A)
-    strict = (lambda x: x.triu(1)) if upper else (lambda x: x.tril(-1))
+    strict = (lambda x: x.triu(1)) if UPLO.upper() == "U" else (lambda x: x.tril(-1))
     hr = strict(ar) + strict(ar).mT + torch.diag_embed(ar.diagonal(dim1=-2, dim2=-1))
-    if ai is None:
-        return ComplexTensor(hr, torch.zeros_like(hr))
-    return ComplexTensor(hr, strict(ai) - strict(ai).mT)
+    hi = torch.zeros_like(hr) if ai is None else strict(ai) - strict(ai).mT
+    return _pair_means(torch.linalg.eigvalsh(embed_parts(hr, hi)))
+
+
+def singular_values(ar, ai) -> torch.Tensor:
+    """Singular values, descending, of ``ar + i ai``: pair means of svdvals(E(A))."""
+    return _pair_means(torch.linalg.svdvals(embed_parts(ar, ai)))
 
 
 @register(aten._linalg_eigh.default)
 def linalg_eigh(A, UPLO="L", compute_v=True):
-    # eigenvalues(H) = pair means of eigvalsh(E(H)), ascending
     vectors, = _vectors(aten._linalg_eigh.default, compute_v, 1, parts(A)[0],
                         "eigenvectors", "eigenvalues (linalg.eigvalsh)")
-    H = _hermitian_from_triangle(A, upper=UPLO.upper() == "U")
-    return _pair_means(torch.linalg.eigvalsh(real_embedding(H))), vectors
+    return hermitian_eigenvalues(*parts(A), UPLO), vectors
 
 
 @register(aten._linalg_svd.default)
 def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
-    # singular values(A) = pair means of svdvals(E(A)), descending
     u, vh = _vectors(aten._linalg_svd.default, compute_uv, 2, parts(A)[0],
                      "singular vectors", "singular values (linalg.svdvals)")
-    return u, _pair_means(torch.linalg.svdvals(real_embedding(A))), vh
+    return u, singular_values(*parts(A)), vh
