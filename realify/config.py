@@ -2,8 +2,10 @@
 decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 
 - ``gemm_multiplications`` (3 or 4): complex matmul/convolution as 3 real products
-  (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula). See docs/numerics.md for
-  the error bound that makes 3 the default.
+  (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula), in every traced graph
+  (compile, export, decompose: realify/gauss.py, read when a graph is traced); the eager
+  ComplexTensor computes the textbook form. See docs/numerics.md for the error bound that
+  makes 3 the default.
 - ``interleaved_products`` (bool): in the compile backend, a complex product whose factor
   already sits interleaved in memory (``view_as_complex`` of a real tensor, as in rotary
   embeddings) runs on the (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's

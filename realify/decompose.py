@@ -29,10 +29,12 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
+from . import config
 from .boundary import (Layout, Signature, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
 from .dynamo_graph import DynamoGraphRunner, SourceLines
 from .errors import MissingRuleError
+from .gauss import gauss_products
 from .layout import place_pairs
 from .passes import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, strip_fusion_barriers,
                      unread_outputs_not_asked)
@@ -52,6 +54,7 @@ def decompose(
     fusion_barriers: bool = False,
     eager_outputs: bool = False,
     pair_products: bool = False,
+    gemm_multiplications: int | None = None,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -83,7 +86,14 @@ def decompose(
     Complex values that sit in memory as (re, im) pairs stay pairs through views and where
     they are put back together (realify/layout.py); ``pair_products=True`` also runs products
     with such a value on the pairs (``realify::cmul_pairs``, what the compile backend does).
+
+    ``gemm_multiplications`` (3 or 4; by default ``realify.config.gemm_multiplications``): the
+    real products of a complex matrix product or convolution, 3 with Gauss's form
+    (realify/gauss.py) or the textbook 4.
     """
+    multiplications = config.gemm_multiplications if gemm_multiplications is None else gemm_multiplications
+    if multiplications not in (3, 4):
+        raise ValueError(f"decompose: gemm_multiplications must be 3 or 4, got {multiplications!r}")
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
     try:
@@ -103,6 +113,8 @@ def decompose(
     for module in planar.modules():  # control flow's branches and bodies too
         if isinstance(module, fx.GraphModule):
             place_pairs(module, products=pair_products, boundary=complex_inputs)
+    if multiplications == 3:
+        gauss_products(planar)
     if not fusion_barriers:
         strip_fusion_barriers(planar)
     planar.realify_signature = signature

@@ -37,7 +37,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from .passes import keep_unread
+from .passes import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
 
@@ -98,12 +98,12 @@ def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
     viewed = views.get(key)
     if viewed is None:
         with graph.inserting_before(node):
-            viewed = _call(graph, op, pairs, *args)
+            viewed = call_on_fakes(graph, op, pairs, *args)
         if viewed is None:
             return False
         views[key] = viewed
     with graph.inserting_before(node):
-        replacement = _call(graph, aten.select.int, viewed, -1, k)
+        replacement = call_on_fakes(graph, aten.select.int, viewed, -1, k)
     node.replace_all_uses_with(replacement)
     return True
 
@@ -143,12 +143,12 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
             p is not None and p.meta["val"].dtype != dtype for p in (a, b)):
         return False
     with graph.inserting_before(sub):
-        a = a if a is not None else _call(graph, aten.stack.default, [ar, ai], -1)
-        b = b if b is not None else _call(graph, aten.stack.default, [br, bi], -1)
-        product = _call(graph, torch.ops.realify.cmul_pairs.default, a, b, False, False)
+        a = a if a is not None else call_on_fakes(graph, aten.stack.default, [ar, ai], -1)
+        b = b if b is not None else call_on_fakes(graph, aten.stack.default, [br, bi], -1)
+        product = call_on_fakes(graph, torch.ops.realify.cmul_pairs.default, a, b, False, False)
         if product is None or product.meta["val"].shape[:-1] != sub.meta["val"].shape:
             return False  # what it made, nothing reads: dead code
-        re, im = (_call(graph, aten.select.int, product, -1, k) for k in (0, 1))
+        re, im = (call_on_fakes(graph, aten.select.int, product, -1, k) for k in (0, 1))
     sub.replace_all_uses_with(re)
     add.replace_all_uses_with(im)
     return True
@@ -207,21 +207,3 @@ def _pair_part(node: Any) -> tuple[fx.Node, int] | None:
             and isinstance(k, int) and k in (0, 1, -2, -1)):
         return None
     return pairs, k % 2
-
-
-def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node | None:
-    """A new node with its fake value (computed in its first input's fake mode), or None where
-    the op refuses those values (the node is not made)."""
-    vals = [a.meta["val"] if isinstance(a, fx.Node) else
-            [x.meta["val"] if isinstance(x, fx.Node) else x for x in a] if isinstance(a, list) else a for a in args]
-    first = next(v for v in vals if isinstance(v, torch.Tensor) or isinstance(v, list))
-    fake = first[0] if isinstance(first, list) else first
-    try:
-        with fake.fake_mode:
-            value = target(*vals)
-    except RuntimeError:
-        return None
-    node = graph.call_function(target, args)
-    node.meta["val"] = value
-    return node
-

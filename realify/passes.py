@@ -149,3 +149,21 @@ def _set_argument(node: fx.Node, name: str, value: Any) -> None:
     args = list(node.args) + [a.default_value for a in schema[len(node.args):position + 1]]
     args[position] = value
     node.args = tuple(args)
+
+
+def call_on_fakes(graph: fx.Graph, target: Any, *args: Any) -> fx.Node | None:
+    """A new node with its fake value (computed in its first input's fake mode), or None where
+    the op refuses those values (the node is not made)."""
+    vals = [a.meta["val"] if isinstance(a, fx.Node) else
+            [x.meta["val"] if isinstance(x, fx.Node) else x for x in a] if isinstance(a, list) else a for a in args]
+    first = next(v for v in vals if isinstance(v, torch.Tensor) or isinstance(v, list))
+    fake = first[0] if isinstance(first, list) else first
+    try:
+        with fake.fake_mode:
+            value = target(*vals)
+    except RuntimeError:
+        return None
+    node = graph.call_function(target, args)
+    node.meta["val"] = value
+    return node
+

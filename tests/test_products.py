@@ -11,6 +11,7 @@ from torch.utils._pytree import tree_unflatten
 
 import realify
 from realify import ComplexTensor
+from realify.gauss import gauss_products
 from realify.tensor import unwrap_complex, wrap_complex
 
 aten = torch.ops.aten
@@ -99,11 +100,14 @@ def assert_close_to_eager(actual, expected, product, a, b, n):
 
 
 def count_real_products(fn, *args) -> int:
-    """How many real mm/bmm/mv/dot ops ``fn`` runs on (re, im) tensor arguments, by tracing
-    it with make_fx (the ComplexTensor dispatch happens inside, so the graph is real)."""
+    """How many real mm/bmm/mv/dot ops ``fn`` runs on (re, im) tensor arguments in a traced
+    graph: traced with make_fx (the ComplexTensor dispatch happens inside, so the graph is real),
+    then the choice of real products every traced front end makes (realify/gauss.py)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    gm = make_fx(fn)(*args)
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    if realify.config.gemm_multiplications == 3:
+        gauss_products(gm)
     products = {aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default}
     return sum(1 for node in gm.graph.nodes if node.target in products)
 
@@ -248,6 +252,79 @@ def test_real_times_complex_uses_two_products(multiplications, dtype):
     assert_close_to_eager(out, expected, torch.mm, real.to(dtype), z, 16)
 
 
+GAUSS_CASES = {
+    # name: (program of complex a (8, 16) and b (16, 5), its real product op, complex products
+    # in it, whether they are compute-bound (GEMMs) or memory-bound)
+    "mm": (torch.mm, aten.mm.default, 1, True),
+    "conj transposed": (lambda a, b: a.mH @ a, aten.mm.default, 1, True),
+    "addmm complex alpha": (lambda a, b: torch.addmm(b[:8], a, b, alpha=2j, beta=0.5), aten.mm.default, 1, True),
+    "baddbmm": (lambda a, b: torch.baddbmm(b[:8].expand(3, 8, 5), a.expand(3, 8, 16), b.expand(3, 16, 5)),
+                aten.bmm.default, 1, True),
+    "addbmm": (lambda a, b: torch.addbmm(b[:8], a.expand(3, 8, 16), b.expand(3, 16, 5)), aten.mm.default, 1, True),
+    "einsum": (lambda a, b: torch.einsum("ik,kj->ij", a, b), aten.bmm.default, 1, True),
+    # a product of a product: the second matches once the first is rewritten
+    "multi_dot": (lambda a, b: torch.linalg.multi_dot([a, b, b.mT, a.mT]), aten.mm.default, 3, True),
+    # memory-bound: forming Ar + Ai costs more than the product it saves
+    "mv": (lambda a, b: torch.mv(a, b[:, 0]), aten.mv.default, 1, False),
+    "vdot": (lambda a, b: torch.vdot(a[0], b[:, 0]), aten.dot.default, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", list(GAUSS_CASES))
+def test_traced_products_take_gauss_form_where_compute_bound(name):
+    # the rules write the textbook 4 products; every traced front end trades one for additions
+    # where the product is a GEMM (realify/gauss.py), with gemm_multiplications=3
+    program, product, products, compute_bound = GAUSS_CASES[name]
+    torch.manual_seed(3)
+    a, b = crandn(8, 16, dtype=torch.complex128), crandn(16, 5, dtype=torch.complex128)
+    expected = program(a, b)
+    for multiplications in (3, 4):
+        gm = realify.decompose(program, [a, b], gemm_multiplications=multiplications)
+        real_products = (multiplications if compute_bound else 4) * products
+        assert sum(n.target is product for n in gm.graph.nodes) == real_products, (name, multiplications)
+        got = tree_unflatten(gm(a, b), gm.realify_signature.out_spec)
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    # the eager ComplexTensor runs the rules as written: the textbook form, whatever the option
+    with realify.config.patch(gemm_multiplications=3):
+        traced = run_eager(program, a, b)
+    torch.testing.assert_close(traced, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_gauss_form_needs_both_cross_terms_and_leaves_other_sums_alone():
+    # P(a, d) + P(c, b) is rewritten only where the graph also computes P(a, b) and P(c, d)
+    # (a complex product's real part); a sum of two unrelated GEMMs stays as written, exactly
+    torch.manual_seed(4)
+    a, b = crandn(6, 7), crandn(7, 5)
+
+    def sum_of_cross_terms(a, b):
+        return a.real @ b.imag + a.imag @ b.real
+
+    def one_real_term_too(a, b):
+        return a.real @ b.imag + a.imag @ b.real, a.real @ b.real
+
+    for program, count in ((sum_of_cross_terms, 2), (one_real_term_too, 3)):
+        gm = realify.decompose(program, [a, b], gemm_multiplications=3)
+        assert sum(n.target is aten.mm.default for n in gm.graph.nodes) == count
+        got = tree_unflatten(gm(a, b), gm.realify_signature.out_spec)
+        torch.testing.assert_close(got, program(a, b), rtol=0, atol=0)
+
+
+def test_gauss_form_never_merges_random_operands():
+    # two rand() calls of one shape are different values: the pass compares what nodes compute
+    # only for pure ops, so (R1 + iR2)(B) products of fresh randoms are never taken as one
+    def program(b):
+        z = torch.complex(*(torch.rand(4, 6, dtype=torch.float64) for _ in range(2)))
+        w = torch.complex(*(torch.rand(4, 6, dtype=torch.float64) for _ in range(2)))
+        return z @ b, w @ b, z, w
+
+    b = crandn(6, 3, dtype=torch.complex128)
+    gm = realify.decompose(program, [b], gemm_multiplications=3)
+    zb, wb, z, w = tree_unflatten(gm(b), gm.realify_signature.out_spec)
+    assert not torch.equal(z, w)
+    torch.testing.assert_close(zb, z @ b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(wb, w @ b, rtol=1e-12, atol=1e-12)
+
+
 # ---- the 3M / 4M error bound ---------------------------------------------------------------------
 
 
@@ -264,7 +341,7 @@ def _adversarial(m: int, n: int, p: int, t: float, dtype=torch.complex64):
 
 def _measured(a, b, multiplications):
     with realify.config.patch(gemm_multiplications=multiplications):
-        out = run_eager(torch.mm, a, b)
+        out = run_decomposed(torch.mm, a, b)
     reference = torch.mm(a.to(torch.complex128), b.to(torch.complex128))
     return out, reference
 

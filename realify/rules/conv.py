@@ -8,9 +8,8 @@ aten.convolution_backward is needed (traced graphs differentiate the real convol
 
 A convolution is bilinear in (input, weight), so the complex product expands into real
 convolutions of the parts exactly like a complex matrix product (the shared
-:func:`realify.rules.linalg.complex_product`): 3 with the Gauss trick
-(``realify.config.gemm_multiplications == 3``, the default), 4 with the textbook formula,
-2 when only one side is complex. Stride, padding, dilation, groups, transposition and
+:func:`realify.rules.linalg.complex_product`): 4, or 2 when only one side is complex (the
+traced graph may trade one of the 4 for additions: realify/gauss.py). Stride, padding, dilation, groups, transposition and
 output_padding pass through unchanged to every real convolution.
 """
 
@@ -38,8 +37,8 @@ def _channel_view(bias: Part, spatial_dims: int) -> Part:
 def _complex_conv(input, weight, bias, conv: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
     """conv(x, w) + b for complex or real operands, ``conv`` a real convolution without bias."""
     # conv(x, w) + b = (conv(xr, wr) - conv(xi, wi) + br) + (conv(xr, wi) + conv(xi, wr) + bi) i,
-    # the products evaluated by complex_product (Gauss: 3 real convolutions); the bias is
-    # added once to each part after the products
+    # the products evaluated by complex_product; the bias is added once to each part after
+    # the products
     dtype = result_dtype(input, weight, bias)
     rd = real_dtype(dtype)
     (xr, xi), (wr, wi) = parts(input, rd), parts(weight, rd)

@@ -1,23 +1,18 @@
 """Products: mm, bmm, mv, dot, vdot, outer products, the add* (GEMM with alpha/beta) family, cross.
 
 Every complex product here is a *bilinear* real product ``⋆`` (mm, bmm, mv, dot, outer, cross,
-...) applied to planar parts, through one helper, :func:`complex_product`:
+...) applied to planar parts, through one helper, :func:`complex_product`, in the textbook
+form ``(Ar + Ai i) ⋆ (Br + Bi i) = (Ar⋆Br - Ai⋆Bi) + (Ar⋆Bi + Ai⋆Br) i``. A real operand (no
+imaginary part) costs two real products: ``A ⋆ (Br + Bi i) = A⋆Br + (A⋆Bi) i``.
 
-- 4M (textbook): ``(Ar + Ai i) ⋆ (Br + Bi i) = (Ar⋆Br - Ai⋆Bi) + (Ar⋆Bi + Ai⋆Br) i``
-- 3M (Gauss):    ``T1 = Ar⋆Br, T2 = Ai⋆Bi, T3 = (Ar+Ai)⋆(Br+Bi)``, ``Re = T1 - T2``,
-  ``Im = T3 - T1 - T2`` — one real product fewer (25% fewer GEMM flops).
-
-``realify.config.gemm_multiplications`` picks 3 (default) or 4 for the matrix-matrix products
-(mm, bmm, addmm, baddbmm, addbmm: O(n) flops per element read, where saving a GEMM pays).
-Matrix-vector and vector products (mv, addmv, dot, vdot, addr, cross) are memory-bound: 3M
-would only add passes over the data (forming Ar + Ai) and rounding error, so they always use 4M.
-docs/numerics.md derives the error bound of each ("Complex GEMM: 3M vs 4M"). A real operand
-(no imaginary part) costs two real products: ``A ⋆ (Br + Bi i) = A⋆Br + (A⋆Bi) i``.
+Whether a matrix-matrix product spends three real products instead (Gauss: ``Im = (Ar+Ai)⋆
+(Br+Bi) - Ar⋆Br - Ai⋆Bi``) is decided on the traced graph (realify/gauss.py,
+``realify.config.gemm_multiplications``), not here; docs/numerics.md ("Complex GEMM: 3M vs
+4M") derives the error bound of each form.
 
 Composite ops (matmul, einsum, linear, tensordot, inner, kron, outer, multi_dot, vecdot)
 are not registered: PyTorch lowers them to the ops below plus views and ``mul``.
 """
-
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -25,35 +20,22 @@ from typing import Any, Callable
 import torch
 
 from . import register
-from ._algebra import cmul, padd, pneg
+from ._algebra import cmul, padd, pneg, psub
 from ._planar import complex_like, parts, result_dtype
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
-from .. import config
 
 aten = torch.ops.aten
 Part = Any
 RealProduct = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def complex_product(product: RealProduct, a: tuple[Part, Part], b: tuple[Part, Part],
-                    multiplications: int | None = None) -> tuple[Part, Part]:
-    """Planar parts of ``a ⋆ b`` for a bilinear real product ``⋆`` (``None`` parts are exact zeros).
-
-    ``multiplications`` (3 or 4) defaults to ``realify.config.gemm_multiplications``.
-    """
+def complex_product(product: RealProduct, a: tuple[Part, Part], b: tuple[Part, Part]) -> tuple[Part, Part]:
+    """Planar parts of ``a ⋆ b`` for a bilinear real product ``⋆`` (``None`` parts are exact zeros)."""
     (ar, ai), (br, bi) = a, b
-    if ai is None or bi is None:
-        # a real factor: (Ar)(Br + Bi i) = Ar Br + (Ar Bi) i — two real products at most
-        return product(ar, br), padd(_product(product, ar, bi), _product(product, ai, br))
-    t1 = product(ar, br)
-    t2 = product(ai, bi)
-    if (multiplications or config.gemm_multiplications) == 4:
-        # (Ar + Ai i)(Br + Bi i) = (Ar Br - Ai Bi) + (Ar Bi + Ai Br) i
-        return t1 - t2, product(ar, bi) + product(ai, br)
-    # Gauss: Im = (Ar + Ai)(Br + Bi) - Ar Br - Ai Bi
-    t3 = product(ar + ai, br + bi)
-    return t1 - t2, t3 - t1 - t2
+    # (Ar + Ai i)(Br + Bi i) = (Ar Br - Ai Bi) + (Ar Bi + Ai Br) i; a None part's products vanish
+    re = psub(product(ar, br), _product(product, ai, bi))
+    return re, padd(_product(product, ar, bi), _product(product, ai, br))
 
 
 def _product(product: RealProduct, x: Part, y: Part) -> Part:
@@ -67,11 +49,7 @@ def _scale(p: tuple[Part, Part], s: Any) -> tuple[Part, Part]:
     return cmul(p[0], p[1], *parts(s))
 
 
-# matrix-vector / vector products: always the textbook form (see the module docstring)
-MEMORY_BOUND = 4
-
-
-def _product_rule(product: RealProduct, conj_self: bool = False, multiplications: int | None = None) -> Callable:
+def _product_rule(product: RealProduct, conj_self: bool = False) -> Callable:
     """Rule for ``self ⋆ other`` (``conj(self) ⋆ other`` with ``conj_self``)."""
 
     def rule(self, other):
@@ -81,14 +59,14 @@ def _product_rule(product: RealProduct, conj_self: bool = False, multiplications
         if conj_self:
             # conj(a + bi) = a - bi
             si = pneg(si)
-        re, im = complex_product(product, (sr, si), parts(other, rd), multiplications)
+        re, im = complex_product(product, (sr, si), parts(other, rd))
         return complex_like(re, im, dtype)
 
     rule.__name__ = f"complex_{getattr(product, '__name__', 'product')}"
     return rule
 
 
-def _add_product_rule(product: RealProduct, multiplications: int | None = None) -> Callable:
+def _add_product_rule(product: RealProduct) -> Callable:
     """Rule for ``beta * self + alpha * (x ⋆ y)`` (addmm, addmv, addr, baddbmm, addbmm).
 
     As in eager (BLAS), ``beta == 0`` ignores ``self`` entirely, so NaN/inf there do not
@@ -99,7 +77,7 @@ def _add_product_rule(product: RealProduct, multiplications: int | None = None) 
         dtype = result_dtype(self, x, y)
         rd = real_dtype(dtype)
         # alpha (x ⋆ y), planar
-        pr, pi = _scale(complex_product(product, parts(x, rd), parts(y, rd), multiplications), alpha)
+        pr, pi = _scale(complex_product(product, parts(x, rd), parts(y, rd)), alpha)
         if beta != 0:
             # + beta self
             sr, si = _scale(parts(self, rd), beta)
@@ -122,29 +100,28 @@ _batched_mm_sum.__name__ = "addbmm"
 mm, bmm = torch.mm, torch.bmm
 register(aten.mm.default)(_product_rule(mm))
 register(aten.bmm.default)(_product_rule(bmm))
-register(aten.mv.default)(_product_rule(torch.mv, multiplications=MEMORY_BOUND))
-register(aten.dot.default)(_product_rule(torch.dot, multiplications=MEMORY_BOUND))
+register(aten.mv.default)(_product_rule(torch.mv))
+register(aten.dot.default)(_product_rule(torch.dot))
 # vdot(a, b) = sum conj(a_k) b_k
-register(aten.vdot.default)(_product_rule(torch.dot, conj_self=True, multiplications=MEMORY_BOUND))
+register(aten.vdot.default)(_product_rule(torch.dot, conj_self=True))
 
 register(aten.addmm.default)(_add_product_rule(mm))
 register(aten.baddbmm.default)(_add_product_rule(bmm))
-register(aten.addmv.default)(_add_product_rule(torch.mv, MEMORY_BOUND))
-register(aten.addr.default)(_add_product_rule(torch.outer, MEMORY_BOUND))
+register(aten.addmv.default)(_add_product_rule(torch.mv))
+register(aten.addr.default)(_add_product_rule(torch.outer))
 register(aten.addbmm.default)(_add_product_rule(_batched_mm_sum))
 
 
 @register(aten.linalg_cross.default)
 def linalg_cross(self, other, *, dim=-1):
-    # (a x b)_k = a_{k+1} b_{k+2} - a_{k+2} b_{k+1}, each term a complex product (memory-bound:
-    # the textbook 4 real cross products, whatever the GEMM setting)
+    # (a x b)_k = a_{k+1} b_{k+2} - a_{k+2} b_{k+1}, each term a complex product
     dtype = result_dtype(self, other)
     rd = real_dtype(dtype)
 
     def cross(x, y):
         return torch.linalg.cross(x, y, dim=dim)
 
-    return complex_like(*complex_product(cross, parts(self, rd), parts(other, rd), MEMORY_BOUND), dtype)
+    return complex_like(*complex_product(cross, parts(self, rd), parts(other, rd)), dtype)
 
 
 # ---- solves through the real embedding ---------------------------------------------------
