@@ -10,7 +10,8 @@ in-place (``op_``) and ``out=`` variants through their functional rule, then PyT
 decompositions (composite ops), and finally :class:`MissingRuleError` naming the op.
 """
 
-from ._planar import complex_like, make_complex, parts, result_dtype
+from ._planar import complex_like, make_complex, parts, promoted, result_dtype
 from ._registry import Rule, apply_rule, lookup, register
 
-__all__ = ["Rule", "apply_rule", "complex_like", "lookup", "make_complex", "parts", "register", "result_dtype"]
+__all__ = ["Rule", "apply_rule", "complex_like", "lookup", "make_complex", "parts", "promoted", "register",
+           "result_dtype"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import numbers
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
@@ -53,6 +55,38 @@ def result_dtype(*operands: Any, complex_result: bool = True) -> torch.dtype:
     args = [o for o in operands if o is not None]
     _, dtype = elementwise_dtypes(*args, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
     return complex_dtype(dtype) if complex_result else dtype
+
+
+def promoted(*names: str, complex_result: bool = True) -> Callable[[Callable], Callable]:
+    """Rule decorator: eager's elementwise type promotion, done once, as ``torch._refs`` does.
+
+    The operands ``names`` arrive as their planar parts ``(re, im)`` cast to the real dtype of
+    the promoted result (``im`` None for a real operand, numbers for a number); with
+    ``complex_result`` the rule returns the result's parts ``(re, im)``, which become a
+    ComplexTensor of the promoted complex dtype, shaped like the first tensor operand where
+    both parts are numbers. A rule that returns anything else returns it as it is."""
+
+    def decorate(rule: Callable) -> Callable:
+        signature = inspect.signature(rule)
+
+        @functools.wraps(rule)
+        def promoting(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            operands = [bound.arguments.get(name) for name in names]
+            dtype = result_dtype(*operands)
+            rd = real_dtype(dtype)
+            for name, operand in zip(names, operands):
+                if operand is not None:
+                    bound.arguments[name] = parts(operand, rd)
+            result = rule(*bound.args, **bound.kwargs)
+            if not complex_result:
+                return result
+            like = next((x for x in operands if isinstance(x, torch.Tensor)), None)
+            return complex_like(*result, dtype, like)
+
+        return promoting
+
+    return decorate
 
 
 def make_complex(re: Part, im: Part, like: torch.Tensor | None = None) -> ComplexTensor:

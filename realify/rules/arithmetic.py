@@ -12,18 +12,10 @@ import torch
 from . import register
 from ._derivative import C, apply, holomorphic
 from ._algebra import cdiv, cmul, padd, pneg, psub
-from ._planar import complex_like, parts, result_dtype
-from .._dtypes import real_dtype
+from ._planar import complex_like, parts, promoted
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
-
-
-def _operands(*xs):
-    """Result dtype and the parts of each operand, cast to the result's real dtype."""
-    dtype = result_dtype(*xs)
-    rd = real_dtype(dtype)
-    return dtype, [parts(x, rd) for x in xs]
 
 
 def _scaled(p, alpha):
@@ -34,24 +26,20 @@ def _scaled(p, alpha):
     return cmul(p[0], p[1], ar, ai)
 
 
-def _like(*xs):
-    return next(x for x in xs if isinstance(x, torch.Tensor))
-
-
 @register(aten.add.Tensor, aten.add.Scalar)
+@promoted("self", "other")
 def add(self, other, *, alpha=None):
     # (a + bi) + alpha (c + di)
-    dtype, (a, b) = _operands(self, other)
-    b = _scaled(b, alpha)
-    return complex_like(padd(a[0], b[0]), padd(a[1], b[1]), dtype, _like(self, other))
+    b = _scaled(other, alpha)
+    return padd(self[0], b[0]), padd(self[1], b[1])
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar)
+@promoted("self", "other")
 def sub(self, other, *, alpha=None):
     # (a + bi) - alpha (c + di)
-    dtype, (a, b) = _operands(self, other)
-    b = _scaled(b, alpha)
-    return complex_like(psub(a[0], b[0]), psub(a[1], b[1]), dtype, _like(self, other))
+    b = _scaled(other, alpha)
+    return psub(self[0], b[0]), psub(self[1], b[1])
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
@@ -61,13 +49,14 @@ def rsub(self, other, *, alpha=None):
 
 
 @register(aten.mul.Tensor, aten.mul.Scalar)
+@promoted("self", "other")
 def mul(self, other):
     # (a + bi)(c + di) = (ac - bd) + (ad + bc)i  (on (re, im) pairs where realify/layout.py says so)
-    dtype, (a, b) = _operands(self, other)
-    return complex_like(*cmul(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
+    return cmul(*self, *other)
 
 
 @register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
+@promoted("self", "other")
 def div(self, other, *, rounding_mode=None):
     if rounding_mode is not None:
         raise RuntimeError(
@@ -75,8 +64,7 @@ def div(self, other, *, rounding_mode=None):
             "(eager PyTorch rejects it too); use rounding_mode=None"
         )
     # Smith's division, see _algebra.cdiv
-    dtype, (a, b) = _operands(self, other)
-    return complex_like(*cdiv(a[0], a[1], b[0], b[1]), dtype, _like(self, other))
+    return cdiv(*self, *other)
 
 
 @register(aten.true_divide.Tensor)

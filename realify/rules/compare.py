@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import register
-from ._planar import complex_like, parts, result_dtype
+from ._planar import complex_like, parts, promoted, result_dtype
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
 
@@ -50,9 +50,9 @@ def isposinf(self):
                        "use torch.isinf(z.real) or torch.isinf(z.imag)")
 
 
+@promoted("self", "other", complex_result=False)
 def _equal_parts(self, other):
-    rd = real_dtype(result_dtype(self, other))
-    (ar, ai), (br, bi) = parts(self, rd), parts(other, rd)
+    (ar, ai), (br, bi) = self, other
     return ar == br, torch.as_tensor(_zero_if_none(ai) == _zero_if_none(bi))
 
 

@@ -21,9 +21,8 @@ import torch
 
 from . import register
 from ._algebra import padd
-from ._planar import complex_like, parts, result_dtype
+from ._planar import promoted
 from .linalg import complex_product
-from .._dtypes import real_dtype
 
 aten = torch.ops.aten
 Part = Any
@@ -34,15 +33,14 @@ def _channel_view(bias: Part, spatial_dims: int) -> Part:
     return None if bias is None else bias.reshape([-1] + [1] * spatial_dims)
 
 
+@promoted("input", "weight", "bias")
 def _complex_conv(input, weight, bias, conv: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
     """conv(x, w) + b for complex or real operands, ``conv`` a real convolution without bias."""
     # conv(x, w) + b = (conv(xr, wr) - conv(xi, wi) + br) + (conv(xr, wi) + conv(xi, wr) + bi) i,
     # the products evaluated by complex_product; the bias is added once to each part after
     # the products
-    dtype = result_dtype(input, weight, bias)
-    rd = real_dtype(dtype)
-    (xr, xi), (wr, wi) = parts(input, rd), parts(weight, rd)
-    br, bi = parts(bias, rd) if bias is not None else (None, None)
+    (xr, xi), (wr, wi) = input, weight
+    br, bi = bias if bias is not None else (None, None)
     spatial = wr.dim() - 2
     unbatched = xr.dim() == spatial + 1
     if unbatched:  # the composite convNd ops accept (C, *S); aten.convolution wants (N, C, *S)
@@ -50,8 +48,7 @@ def _complex_conv(input, weight, bias, conv: Callable[[torch.Tensor, torch.Tenso
     re, im = complex_product(conv, (xr, xi), (wr, wi))
     if unbatched:
         re, im = re.squeeze(0), None if im is None else im.squeeze(0)
-    re, im = padd(re, _channel_view(br, spatial)), padd(im, _channel_view(bi, spatial))
-    return complex_like(re, im, dtype, re)
+    return padd(re, _channel_view(br, spatial)), padd(im, _channel_view(bi, spatial))
 
 
 def _real_conv(stride, padding, dilation, transposed, output_padding, groups, pre_pad=None):

@@ -21,7 +21,7 @@ import torch
 
 from . import register
 from ._algebra import cmul, padd, pneg, psub
-from ._planar import complex_like, parts, result_dtype
+from ._planar import parts, promoted, result_dtype
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
 
@@ -52,15 +52,13 @@ def _scale(p: tuple[Part, Part], s: Any) -> tuple[Part, Part]:
 def _product_rule(product: RealProduct, conj_self: bool = False) -> Callable:
     """Rule for ``self ⋆ other`` (``conj(self) ⋆ other`` with ``conj_self``)."""
 
+    @promoted("self", "other")
     def rule(self, other):
-        dtype = result_dtype(self, other)
-        rd = real_dtype(dtype)
-        sr, si = parts(self, rd)
+        sr, si = self
         if conj_self:
             # conj(a + bi) = a - bi
             si = pneg(si)
-        re, im = complex_product(product, (sr, si), parts(other, rd))
-        return complex_like(re, im, dtype)
+        return complex_product(product, (sr, si), other)
 
     rule.__name__ = f"complex_{getattr(product, '__name__', 'product')}"
     return rule
@@ -73,16 +71,15 @@ def _add_product_rule(product: RealProduct) -> Callable:
     propagate; alpha and beta may be complex scalars.
     """
 
+    @promoted("self", "x", "y")
     def rule(self, x, y, *, beta=1, alpha=1):
-        dtype = result_dtype(self, x, y)
-        rd = real_dtype(dtype)
         # alpha (x ⋆ y), planar
-        pr, pi = _scale(complex_product(product, parts(x, rd), parts(y, rd)), alpha)
+        pr, pi = _scale(complex_product(product, x, y), alpha)
         if beta != 0:
             # + beta self
-            sr, si = _scale(parts(self, rd), beta)
+            sr, si = _scale(self, beta)
             pr, pi = padd(sr, pr), padd(si, pi)
-        return complex_like(pr, pi, dtype)
+        return pr, pi
 
     rule.__name__ = f"complex_add_{getattr(product, '__name__', 'product')}"
     return rule
@@ -113,15 +110,13 @@ register(aten.addbmm.default)(_add_product_rule(_batched_mm_sum))
 
 
 @register(aten.linalg_cross.default)
+@promoted("self", "other")
 def linalg_cross(self, other, *, dim=-1):
     # (a x b)_k = a_{k+1} b_{k+2} - a_{k+2} b_{k+1}, each term a complex product
-    dtype = result_dtype(self, other)
-    rd = real_dtype(dtype)
-
     def cross(x, y):
         return torch.linalg.cross(x, y, dim=dim)
 
-    return complex_like(*complex_product(cross, parts(self, rd), parts(other, rd)), dtype)
+    return complex_product(cross, self, other)
 
 
 # ---- solves through the real embedding ---------------------------------------------------

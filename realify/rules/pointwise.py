@@ -26,7 +26,7 @@ import torch
 from . import register
 from ._algebra import cdiv, cmul
 from ._derivative import C, apply, formula, holomorphic
-from ._planar import complex_like, parts, result_dtype
+from ._planar import complex_like, parts, promoted, result_dtype
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
 
@@ -68,6 +68,13 @@ def _xy(z, rd=None):
     if y is None:
         y = torch.zeros_like(x)
     return x, y
+
+
+def _filled(z) -> C:
+    """Promoted planar parts as a complex value, a real operand's missing imaginary part as
+    +0 (eager's promotion before the complex kernel)."""
+    x, y = z
+    return C(x, torch.zeros_like(x) if y is None else y)
 
 
 def _unary(op, kernel, grad):
@@ -515,9 +522,9 @@ formula("logaddexp", lambda parts, _: _logaddexp(*parts), _logaddexp_grad)
 
 
 @register(aten.logaddexp.default)
+@promoted("self", "other")
 def logaddexp(self, other):
-    rd = real_dtype(result_dtype(self, other))
-    return ComplexTensor(*apply("logaddexp", C(*_xy(self, rd)), C(*_xy(other, rd))))
+    return apply("logaddexp", _filled(self), _filled(other))
 
 
 # ---- powers -----------------------------------------------------------------------------
@@ -616,17 +623,16 @@ def _ones(like, dtype):
 
 
 @register(aten.pow.Tensor_Tensor)
+@promoted("self", "exponent")
 def pow_tensor_tensor(self, exponent):
-    dtype = result_dtype(self, exponent)
-    rd = real_dtype(dtype)
-    return complex_like(*apply("pow", C(*_xy(self, rd)), C(*_xy(exponent, rd))), dtype)
+    return apply("pow", _filled(self), _filled(exponent))
 
 
 @register(aten.pow.Tensor_Scalar)
+@promoted("self", "exponent")
 def pow_tensor_scalar(self, exponent):
-    dtype = result_dtype(self, exponent)
-    e = complex(exponent)
-    return complex_like(*apply("pow_number", C(*_xy(self, real_dtype(dtype))), constants=(e.real, e.imag)), dtype)
+    er, ei = exponent
+    return apply("pow_number", _filled(self), constants=(er, 0.0 if ei is None else ei))
 
 
 @register(aten.pow.Scalar)

@@ -20,7 +20,7 @@ import torch
 
 from . import register
 from ._algebra import cmul, psub
-from ._planar import parts, partwise, result_dtype
+from ._planar import parts, partwise, promoted
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
 
@@ -346,10 +346,10 @@ def norm(self, p=2, dim=None, keepdim=False, *, dtype=None):
 
 
 @register(aten.dist.default)
+@promoted("self", "other", complex_result=False)
 def dist(self, other, p=2):
     # dist(a, b) = ||a - b||_p over all entries
-    rd = real_dtype(result_dtype(self, other))
-    (ar, ai), (br, bi) = parts(self, rd), parts(other, rd)
+    (ar, ai), (br, bi) = self, other
     re, im = torch.broadcast_tensors(psub(ar, br), _zero_if_none(psub(ai, bi), ar, br))
     return _vector_norm_of_parts(re, im, p, None, False)
 
