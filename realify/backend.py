@@ -57,7 +57,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:
-        log.warning("realify: %d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
+        log.warning("%d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
@@ -213,7 +213,7 @@ class _Runtime:
             self.warned = True
             names = self.input_names
             log.warning(
-                "realify: %s shares memory with %s, which the compiled graph writes in place; realify's real "
+                "%s shares memory with %s, which the compiled graph writes in place; realify's real "
                 "graph reads every input before it writes any, so this call (and any other like it) runs "
                 "dynamo's captured graph eagerly instead, with eager's results. To run it compiled, pass "
                 "tensors that do not overlap (for example, .clone() one of them).",

@@ -17,6 +17,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="python -m realify",
                                      description="realify: complex PyTorch programs on real-only compilers.")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,demo,coverage}")
 
     bench = sub.add_parser(
@@ -42,14 +43,25 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     demo = sub.add_parser("demo", help="run a few workloads through backend='realify' and check them against eager")
-    demo.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}")
-    demo.add_argument("--repeat", type=int, default=5, metavar="N")
-    demo.add_argument("--device", default="cpu")
-    demo.add_argument("--no-progress", action="store_true")
+    demo.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}",
+                      help="small: seconds per example on 2 CPU cores (default); large: bigger machines and GPUs")
+    demo.add_argument("--repeat", type=int, default=5, metavar="N", help="timed calls per mode (default 5)")
+    demo.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     coverage = sub.add_parser("coverage", help="which complex ops have rules (realify.coverage)", add_help=False)
     coverage.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+def _version() -> str:
+    import platform
+
+    import torch
+
+    from . import __version__
+
+    return f"realify {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -101,6 +101,17 @@ def source_line(node: fx.Node | None) -> str | None:
     return f"graph node {node.name} (no source line was recorded)"
 
 
+def source_location(node: fx.Node | None) -> tuple[str, int] | None:
+    """``(filename, line)`` of the user's source line that made ``node``, where recorded (a
+    warning about the node is shown there, not inside realify)."""
+    trace = node.meta.get("stack_trace") if node is not None else None
+    frames = _FRAME.findall(trace) if trace else []
+    if not frames:
+        return None
+    filename, line, _, _ = frames[-1]
+    return filename, int(line)
+
+
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n?([^\n]*)')
 
 

@@ -137,7 +137,7 @@ def export(
     )
     real_ep.graph_module.meta[SIGNATURE_KEY] = signature
     _check_inputs_of_module(real_ep)
-    log.debug("realify.export: %d complex input(s), %d complex output(s)",
+    log.debug("export: %d complex input(s), %d complex output(s)",
               sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
     return real_ep
 

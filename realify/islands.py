@@ -174,7 +174,7 @@ def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = N
     """Emit an eager island for ``op`` (called while tracing in the decompose engine);
     ``detail`` says why its rule declined, when it has one."""
     from .errors import MissingRuleError
-    from .dynamo_graph import source_line
+    from .dynamo_graph import source_line, source_location
 
     where = source_line(node)
     if strict:
@@ -184,8 +184,12 @@ def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = N
     if name not in _WARNED:
         _WARNED.add(name)
         why = f"has no planar rule for this call ({detail})" if detail else "has no planar rule"
-        warnings.warn(f"realify: {name} {why}; it runs as an eager island (an opaque call on "
-                      f"complex tensors) at {where}", stacklevel=2)
+        message = f"realify: {name} {why}; it runs as an eager island (an opaque call on complex tensors) at {where}"
+        location = source_location(node)
+        if location is None:
+            warnings.warn(message, stacklevel=2)
+        else:  # shown at the user's line, as a warning from their own code would be
+            warnings.warn_explicit(message, UserWarning, *location)
     log.info("eager island for %s at %s", name, where)
     leaves, spec = tree_flatten((args, kwargs))
     tensors: list[torch.Tensor] = []

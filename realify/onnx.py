@@ -90,7 +90,7 @@ def to_onnx(
     onnx_program = torch.onnx.export(ep, (), dynamo=True, custom_translation_table=table, **onnx_options)
     if path is not None:
         onnx_program.save(os.fspath(path))
-        log.info("realify: wrote %s", os.fspath(path))
+        log.info("wrote %s", os.fspath(path))
     return onnx_program
 
 

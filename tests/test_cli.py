@@ -149,6 +149,18 @@ def test_python_dash_m_entry_point():
     assert done.returncode == 0 and "--only" in done.stdout and "tiny" not in done.stdout
 
 
+def test_version_and_every_demo_option_is_described(capsys):
+    import realify
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"realify {realify.__version__} (torch {torch.__version__}")
+    commands = cli._parser()._subparsers._group_actions[0].choices
+    for action in commands["demo"]._actions:
+        assert action.help, f"demo {action.option_strings} has no description"
+
+
 def test_demo_runs_every_example_and_its_ratios_add_up(capsys):
     # the README's main command, on tiny shapes with Inductor: every example matches eager, and
     # each printed speedup is the printed eager time over the printed realify time

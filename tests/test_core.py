@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -86,6 +88,33 @@ def test_flatten_unflatten_and_make_fx():
 def test_duplicate_registration_raises():
     with pytest.raises(realify.RuleConflictError, match="already has the rule"):
         register(torch.ops.aten.mul.Tensor)(lambda *a: None)
+
+
+def test_override_replaces_a_rule_and_says_how(caplog):
+    # a user's rule for an op realify covers (or a notebook cell run twice) replaces it only when
+    # asked to; the error says how
+    from realify.rules import lookup
+
+    op = torch.ops.aten.mul.Tensor
+    original = lookup(op)
+    calls = []
+
+    def counting_mul(self, other):
+        calls.append(1)
+        return original(self, other)
+
+    with pytest.raises(realify.RuleConflictError, match=r"override=True"):
+        register(op)(counting_mul)
+    try:
+        with caplog.at_level(logging.INFO, logger="realify"):
+            register(op, override=True)(counting_mul)
+        assert lookup(op) is counting_mul and "rule for aten.mul.Tensor replaced" in caplog.text
+        z = torch.randn(4, dtype=C64)
+        torch.testing.assert_close((ComplexTensor.from_complex(z) * z).to_complex(), z * z)
+        assert calls
+    finally:
+        register(op, override=True)(original)
+    assert lookup(op) is original
 
 
 def test_missing_rule_names_op_and_line():

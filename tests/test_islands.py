@@ -160,3 +160,24 @@ def test_island_backward_strides_match_its_fake():
     (expected,) = torch.autograd.grad(f(z), z)
     torch.testing.assert_close(out, f(z), rtol=1.3e-5, atol=1e-5)
     torch.testing.assert_close(g, expected, rtol=1.3e-5, atol=1e-5)
+
+
+def test_island_warning_and_log_point_at_the_users_line(monkeypatch, caplog):
+    """The island warning is shown at the line of the user's program that calls the op (not
+    inside realify), and the backend's log line carries no second "realify:" prefix."""
+    import inspect
+
+    monkeypatch.setattr(realify.islands, "_WARNED", set())  # warned once per op per process
+
+    def f(z):
+        return torch.linalg.det(z) * 2
+
+    line = inspect.getsourcelines(f)[1] + 1
+    z = torch.randn(3, 3, dtype=torch.complex64)
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING, logger="realify"):
+        warnings.simplefilter("always")
+        torch.testing.assert_close(realify.compile(f, inner="eager")(z), f(z))
+    shown = [w for w in caught if "eager island" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in shown] == [(__file__, line)], [str(w.message) for w in caught]
+    logged = [r.getMessage() for r in caplog.records if "eager island" in r.getMessage()]
+    assert logged and not any(m.startswith("realify:") for m in logged), logged

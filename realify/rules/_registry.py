@@ -18,19 +18,30 @@ log = logging.getLogger("realify")
 
 Rule = Callable[..., Any]
 _TABLE: dict[object, Rule] = {}
+_PACKAGE = __name__.rpartition(".")[0]  # realify.rules
 aten = torch.ops.aten
 
 
-def register(*ops: OpOverload | OpOverloadPacket) -> Callable[[Rule], Rule]:
-    """Register the decorated function as the planar rule of each op in ``ops``."""
+def register(*ops: OpOverload | OpOverloadPacket, override: bool = False) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the planar rule of each op in ``ops``.
+
+    An op that has a rule already raises :class:`RuleConflictError`, unless ``override=True``:
+    then the new rule replaces it (a user's own rule for an op realify covers, or a notebook
+    cell run twice), and the replacement is logged. Graphs compiled before keep the old rule."""
 
     def decorate(fn: Rule) -> Rule:
+        if not fn.__module__.startswith(_PACKAGE + "."):
+            load_families()  # realify's own rules first, so that a user's replaces them for good
         for op in ops:
-            if op in _TABLE:
+            old = _TABLE.get(op)
+            if old is not None and old is not fn and not override:
                 raise RuleConflictError(
-                    f"{op} already has the rule {_TABLE[op].__module__}.{_TABLE[op].__name__}; "
-                    f"cannot also register {fn.__module__}.{fn.__name__}"
+                    f"{op} already has the rule {old.__module__}.{old.__name__}; cannot also register "
+                    f"{fn.__module__}.{fn.__name__} (pass register(..., override=True) to replace it)"
                 )
+            if old is not None and old is not fn:
+                log.info("rule for %s replaced: %s.%s -> %s.%s", op, old.__module__, old.__name__,
+                         fn.__module__, fn.__name__)
             _TABLE[op] = fn
         return fn
 
@@ -122,8 +133,7 @@ def load_families() -> None:
     import importlib
     import pkgutil
 
-    package = __name__.rpartition(".")[0]
-    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+    for module in pkgutil.iter_modules(importlib.import_module(_PACKAGE).__path__):
         if not module.name.startswith("_"):
-            importlib.import_module(f"{package}.{module.name}")
+            importlib.import_module(f"{_PACKAGE}.{module.name}")
 
