@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from .passes import call_on_fakes, keep_unread
 
@@ -88,10 +89,15 @@ def _cross_terms(add: fx.Node, products: dict, same: dict):
     t2 = products.get(_product_key(left, c, d, same))
     if t1 is None or t2 is None:
         return None
-    value, shapes = add.meta.get("val"), {t.meta["val"].shape for t in (left, right, t1, t2)}
-    if not isinstance(value, torch.Tensor) or shapes != {value.shape}:
+    value = add.meta.get("val")
+    if not isinstance(value, torch.Tensor) or not all(_same_shape(t.meta["val"], value) for t in (left, right, t1, t2)):
         return None
     return (a, d), (c, b), t1, t2
+
+
+def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    # sizes may be symbolic: equal where provably so (no guard is added)
+    return a.dim() == b.dim() and all(guard_or_false(x == y) for x, y in zip(a.shape, b.shape))
 
 
 def _is_product(node: Any) -> bool:
