@@ -157,6 +157,8 @@ def test_eager_complex_tensor_asks_values_only_where_the_function_returns_values
     z = ComplexTensor.from_complex(H).requires_grad_()
     with pytest.raises(MissingRuleError, match="singular vectors"):
         torch.linalg.cond(z)
+    with pytest.raises(MissingRuleError, match="singular vectors"):
+        torch.linalg.cond(input=z)  # a keyword argument that requires grad counts too
     # a call that reads the vectors still names them
     with pytest.raises(MissingRuleError, match="singular vectors"):
         torch.linalg.svd(ComplexTensor.from_complex(H))

@@ -64,10 +64,7 @@ HALF_PI = math.pi / 2
 def _xy(z, rd=None):
     """Planar parts of a complex operand as two tensors (a real operand gets a +0 imaginary part,
     as eager promotes it before calling the complex kernel)."""
-    x, y = parts(z, rd)
-    if y is None:
-        y = torch.zeros_like(x)
-    return x, y
+    return _filled(parts(z, rd))
 
 
 def _filled(z) -> C:

@@ -76,7 +76,8 @@ def torch_function(func, args: tuple, kwargs: dict, call):
     NotImplemented for every other function."""
     if func not in VALUES_ONLY:
         return NotImplemented
-    if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+    if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                            for a in (*args, *kwargs.values()))):
         with values_only():
             return call()
     if func is torch.linalg.svdvals and set(kwargs) <= {"driver"}:
