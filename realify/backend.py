@@ -20,11 +20,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
-from torch.utils._pytree import tree_leaves, tree_unflatten
+from torch.utils._pytree import tree_leaves
 
 from . import config
-from .aliasing import overlapping_write, storages
-from .boundary import pairs_to_complex, split
+from .boundary import RealCall, split
 from .decompose import decompose
 from .islands import island_call, islands_in
 
@@ -65,7 +64,10 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     autocast = torch._C._is_any_autocast_enabled()
     with torch._C._DisableAutocast() if autocast else contextlib.nullcontext():
         compiled = inner_fn(real_gm, real_examples)
-    return _Runtime(compiled, signature, autocast_off=autocast, lifted=lifted, captured=captured)
+    # writes to inputs come back as extra outputs, copied in after the call; outputs that are
+    # views of inputs are taken from those inputs (boundary.RealCall)
+    return RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
+                    on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
 
 
 def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
@@ -131,84 +133,19 @@ def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any
     return list(example_inputs)
 
 
-class _Runtime:
-    """Calls the compiled real graph with complex inputs split and outputs merged: the one
-    place where the real graph meets the caller's tensors.
+class _RunCapturedOnSharedWrite:
+    """The backend's answer to inputs that share memory with one the compiled graph writes in
+    place (``f(z, z.conj())``, ``f(z, view_as_real(z))``, overlapping slices): the real graph
+    read both before the write, where eager's later reads see it, so such a call runs
+    ``captured``, dynamo's own graph, eagerly on the caller's tensors (gradients too), with a
+    warning the first time (docs/architecture.md, "Inputs that share memory")."""
 
-    It runs on every call, so what can be decided once is: which inputs to split (and how),
-    which outputs to merge or take from inputs, whether the outputs form a plain tuple (no
-    pytree to rebuild), and whether the graph writes to any input (only then can inputs that
-    share memory change a result, so only then are they looked for). Small calls (the rotary
-    embedding) pay this on every call: the per-call cost over plain ``torch.compile`` is
-    measured in docs/benchmarks.md, "Measurements behind design choices".
-
-    Boundary semantics, as eager's:
-
-    - *Writes to inputs* come back as extra outputs and are copied in after the call.
-    - *Inputs that share memory with an input the graph writes to* (``f(z, z.conj())``,
-      ``f(z, view_as_real(z))``, overlapping slices): the real graph read both before the
-      write, where eager's later reads see it. Such a call runs ``captured``, dynamo's own
-      graph, eagerly on the caller's tensors (gradients too), with a warning the first time
-      (docs/architecture.md, "Inputs that share memory").
-    - *Outputs that are views of inputs* (``z.t()``, ``z[1:]``, ``view_as_real(z)``) are taken
-      from those inputs after the writes (``Signature.output_views``), so they share memory
-      as eager's do; other outputs have eager's strides, which the graph writes directly."""
-
-    def __init__(self, compiled: Callable, signature, autocast_off: bool = False, lifted: Sequence[torch.Tensor] = (),
-                 captured: Callable | None = None):
-        self.compiled = compiled
-        self.signature = signature
-        self.autocast_off = autocast_off
-        self.lifted = tuple(lifted)  # tensors dynamo gave as graph attributes (_lift_tensor_attributes)
+    def __init__(self, captured: fx.GraphModule, count: int):
         self.captured = captured
-        self.splits = [(i, signature.layout_of(i)) for i, c in enumerate(signature.input_complex) if c]
-        n = signature.num_user_outputs
-        views = signature.output_views or [None] * n
-        self.views = [(i, view) for i, view in enumerate(views) if view is not None]
-        self.merges = [i for i, c in enumerate(signature.output_complex[:n]) if c and views[i] is None]
-        spec = signature.out_spec
-        self.plain_tuple = spec.type is tuple and all(child.is_leaf() for child in spec.children())
-        # inputs that may share memory with one the graph writes to: looked for only where
-        # there is one, and where the eager program is there to run instead
-        self.written = frozenset(signature.mutated_inputs) if signature.mutated_inputs and captured is not None else None
+        self.input_names = _input_names(captured, count)  # dynamo drops its sources later
         self.warned = False
-        if self.written is not None:
-            first = len(signature.input_complex) - len(self.lifted)
-            self.fixed = storages(self.lifted, range(first, first + len(self.lifted)))
-            # attributes are the same tensors at every call: whether they overlap one another
-            self.fixed_overlap = overlapping_write([None] * first + list(self.lifted), self.written)
-            self.input_names = _input_names(captured, len(signature.input_complex))  # dynamo drops its sources later
 
-    def __call__(self, *args: Any) -> Any:
-        if self.written is not None:
-            overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed)
-            if overlap is not None:
-                return self._run_captured(args, *overlap)
-        sig = self.signature
-        if self.lifted:
-            args = (*args, *self.lifted)
-        flat = list(args)
-        for i, layout in self.splits:
-            flat[i] = split(flat[i], layout)
-        if self.autocast_off:
-            with torch._C._DisableAutocast():
-                outs = self.compiled(*flat)
-        else:
-            outs = self.compiled(*flat)
-        n = sig.num_user_outputs
-        user = list(outs[:n])
-        for i in self.merges:
-            user[i] = pairs_to_complex(user[i])
-        for i, new in zip(sig.mutated_inputs, outs[n:]):
-            target = args[i]
-            target.copy_(pairs_to_complex(new) if target.dtype.is_complex else new)
-        for i, view in self.views:  # after the writes, as eager's views see them
-            user[i] = view.make(args[view.input])
-        return tuple(user) if self.plain_tuple else tree_unflatten(user, sig.out_spec)
-
-    def _run_captured(self, args: tuple, written: int, other: int) -> Any:
-        """This call, on inputs that share memory with one the graph writes to, as eager runs
-        it: dynamo's graph itself, on the caller's tensors."""
+    def __call__(self, args: tuple, written: int, other: int) -> Any:
         if not self.warned:
             self.warned = True
             names = self.input_names

@@ -6,11 +6,11 @@ and merges at its edges), ``"planar"`` (a real ``(2, *shape)`` tensor: ``[0]`` r
 ``[1]`` imaginary part) and ``"interleaved"`` (a real ``(*shape, 2)`` tensor, PyTorch's own
 storage order, a free view of a complex tensor via ``torch.view_as_real``).
 
-:class:`Signature` is what a decomposed graph records about its boundary; :func:`enter` and
-:func:`leave` convert inside the traced graph; :func:`split` and :func:`pairs_to_complex`
-convert a caller's tensors at run time (the compile backend's runtime and
-``realify.ComplexCallAdapter`` both use them); :func:`check_real` checks that complex values
-appear only at the edges.
+:class:`Boundary` is the one description of a real program's complex inputs and outputs
+(decompose records it, export records it for the exported program's call); :func:`enter`
+and :func:`leave` convert inside the traced graph; :class:`RealCall` converts a caller's
+tensors at run time (the compile backend's runtime and ``realify.ComplexCallAdapter`` are
+both one); :func:`check_real` checks that complex values appear only at the edges.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any, Callable, Literal, Sequence
 import torch
 import torch.fx as fx
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_unflatten
 
-from ._dtypes import complex_of, pairs_of
-from .aliasing import OutputView, contiguous_strides, needs_restride
+from ._dtypes import complex_of, pairs_of, real_dtype
+from .aliasing import OutputView, contiguous_strides, needs_restride, overlapping_write, storages
 from .errors import ComplexLeakError
 from .tensor import ComplexTensor
 
@@ -33,29 +33,57 @@ Layout = Literal["complex", "planar", "interleaved"]
 
 
 @dataclasses.dataclass
-class Signature:
-    """How the real graph's flat inputs/outputs map to the program's."""
+class Boundary:
+    """Where a real program meets the complex program it stands for: the one description of
+    its complex inputs and outputs, shared by :func:`realify.decompose` (``gm.realify_signature``,
+    per input and output of the real graph), the compile backend's runtime and
+    :func:`realify.export` (per leaf of the exported program's flattened ``(args, kwargs)`` and
+    result), and run by :class:`RealCall`.
 
-    input_complex: list[bool]
-    output_complex: list[bool]  # user outputs, then the new values of mutated inputs
-    mutated_inputs: list[int]
-    num_user_outputs: int
-    out_spec: Any
-    input_layout: Layout | list[Layout]  # one for all inputs, or one per input
-    output_layout: Layout
-    # per user output, as far as the program's graph metadata tells (see eager_layouts):
-    # where eager's is a view of an input, how to take it from that input (with
-    # decompose(eager_outputs=True) the caller does, and the graph returns None in its place)
-    output_views: list[OutputView | None] = dataclasses.field(default_factory=list)
-    # and eager's strides, in the output's own elements, where static (with
-    # eager_outputs=True the graph lays the output out so)
-    output_strides: list[tuple[int, ...] | None] = dataclasses.field(default_factory=list)
+    ``inputs`` and ``outputs`` hold, per flat input and per user output, the complex dtype the
+    value has in the complex program (None where it is real, or not a tensor). The program's
+    outputs are the user outputs, then the new value of each input in ``mutated_inputs`` (which
+    it writes in place). ``input_layout`` (one for every input, or one per input) and
+    ``output_layout`` say how complex values cross (:data:`Layout`); ``pair_dtypes`` maps a
+    complex dtype to the real dtype its pairs travel in where that is not its own
+    (``truncate_double`` export: complex128 as float32 pairs), and ``contiguous_pairs`` says the
+    program was traced for contiguous pairs (export) rather than ``view_as_real``'s strides.
+
+    Eager's memory layout of each user output, as far as the program's graph metadata tells
+    (:func:`eager_layouts`): ``output_views``, how to take it from an input where eager's is a
+    view of one, and ``output_strides``, eager's strides where static. With
+    ``eager_outputs`` the program returns them so itself (None in place of each view, every
+    other output written with eager's strides); otherwise the caller lays them out."""
+
+    inputs: tuple[torch.dtype | None, ...]
+    outputs: tuple[torch.dtype | None, ...]
+    mutated_inputs: tuple[int, ...] = ()
+    out_spec: Any = None
+    input_layout: Layout | tuple[Layout, ...] = "complex"
+    output_layout: Layout = "complex"
+    output_views: tuple[OutputView | None, ...] = ()
+    output_strides: tuple[tuple[int, ...] | None, ...] = ()
+    eager_outputs: bool = False
+    pair_dtypes: dict[torch.dtype, torch.dtype] = dataclasses.field(default_factory=dict)
+    contiguous_pairs: bool = False
+
+    @property
+    def input_complex(self) -> list[bool]:
+        return [d is not None for d in self.inputs]
+
+    @property
+    def num_user_outputs(self) -> int:
+        return len(self.outputs)
 
     def layout_of(self, i: int) -> Layout:
         return self.input_layout if isinstance(self.input_layout, str) else self.input_layout[i]
 
+    def real_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype of the real parts that carry a complex ``dtype`` across."""
+        return self.pair_dtypes.get(dtype) or real_dtype(dtype)
 
-def input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | list[Layout]:
+
+def input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | tuple[Layout, ...]:
     if isinstance(inputs, str):
         return inputs
     layouts = list(inputs)
@@ -63,7 +91,7 @@ def input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | lis
         raise ValueError(f"decompose: {len(layouts)} input layouts for {count} inputs")
     if "complex" in layouts and set(layouts) != {"complex"}:
         raise ValueError("decompose: the 'complex' input layout cannot be mixed with others")
-    return layouts
+    return tuple(layouts)
 
 
 def is_complex(x: Any) -> bool:
@@ -177,7 +205,7 @@ def _restrided(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 
 
-def resolve_lazy_bits(gm: fx.GraphModule, signature: Signature) -> None:
+def resolve_lazy_bits(gm: fx.GraphModule, signature: Boundary) -> None:
     """Complex placeholders first pass through resolve_conj/resolve_neg (no-ops unless the
     caller passes a lazy conj/neg view, which the traced view_as_real could not read)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -195,7 +223,7 @@ def resolve_lazy_bits(gm: fx.GraphModule, signature: Signature) -> None:
     gm.recompile()
 
 
-def check_real(gm: fx.GraphModule, signature: Signature) -> None:
+def check_real(gm: fx.GraphModule, signature: Boundary) -> None:
     """Raise if a complex value remains anywhere but at a 'complex' boundary."""
     leaks = []
     for node in gm.graph.nodes:
@@ -243,12 +271,6 @@ def split(z: torch.Tensor, layout: Layout = "planar") -> torch.Tensor:
     return torch.stack([z.real, z.imag])
 
 
-def complex_to_pairs(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Complex ``(*shape)`` -> real contiguous ``(*shape, 2)`` of ``dtype``: a view when ``z``
-    allows it."""
-    return pairs_of(z).to(dtype).contiguous()
-
-
 def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Real ``(*shape, 2)`` interleaved -> complex ``(*shape)`` (of ``dtype`` if given): a view
     where ``x``'s strides allow one (the pairs adjacent, every other stride even), else a copy
@@ -257,3 +279,103 @@ def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch
         x = x.contiguous()
     z = complex_of(x[..., 0], x[..., 1]) if x.dtype == torch.float16 else torch.view_as_complex(x)
     return z if dtype is None else z.to(dtype)
+
+
+class RealCall:
+    """Calls a real program with the caller's tensors, as :class:`Boundary` describes it: the
+    one place where a real program meets complex tensors at run time (the compile backend's
+    compiled graphs, ``realify.ComplexCallAdapter``'s exported programs).
+
+    Per call: complex inputs into their layout (:func:`split`, or pairs of the boundary's
+    dtype), the program, its complex outputs back to complex tensors (views of the pairs where
+    their strides allow), the new values of inputs it writes copied into them (unless the
+    program wrote through the caller's memory itself), outputs that are views of inputs taken
+    from those inputs after the writes (so they share memory as eager's do), and eager's
+    strides where the program did not write them. What can be decided once is decided here:
+    small calls (the rotary embedding) pay the rest on every call.
+
+    ``on_shared_write(args, written, other)``: where given, each call first looks for an input
+    ``other`` that shares memory with an input ``written`` the program writes in place (the real
+    program reads every input before it writes any, where eager's later reads would see the
+    write) and returns what this returns instead: the backend runs dynamo's captured graph
+    eagerly, export raises. ``appended`` are inputs passed after the caller's at every call
+    (the same tensors each time); ``autocast_off`` runs the program with autocast off."""
+
+    def __init__(self, program: Callable, boundary: Boundary, *,
+                 on_shared_write: Callable[[tuple, int, int], Any] | None = None,
+                 appended: Sequence[torch.Tensor] = (), autocast_off: bool = False):
+        self.program = program
+        self.boundary = b = boundary
+        self.appended = tuple(appended)
+        self.autocast_off = autocast_off
+        self.enters = [(i, self._enter(i, dtype)) for i, dtype in enumerate(b.inputs) if dtype is not None]
+        views = b.output_views or (None,) * b.num_user_outputs
+        self.views = [(k, view) for k, view in enumerate(views) if view is not None]
+        self.leaves = [(k, dtype) for k, dtype in enumerate(b.outputs) if dtype is not None and views[k] is None]
+        strides = () if b.eager_outputs else b.output_strides
+        self.restrides = [(k, stride) for k, stride in enumerate(strides) if stride is not None and views[k] is None]
+        spec = b.out_spec
+        self.plain_tuple = spec is None or (spec.type is tuple and all(child.is_leaf() for child in spec.children()))
+        self.on_shared_write = on_shared_write if b.mutated_inputs else None
+        if self.on_shared_write is not None:
+            self.written = frozenset(b.mutated_inputs)
+            first = len(b.inputs) - len(self.appended)
+            self.fixed = storages(self.appended, range(first, first + len(self.appended)))
+            # appended tensors are the same at every call: whether they overlap one another
+            self.fixed_overlap = overlapping_write([None] * first + list(self.appended), self.written)
+
+    def _enter(self, i: int, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+        layout, b = self.boundary.layout_of(i), self.boundary
+        if layout != "interleaved":
+            return (lambda z: z) if layout == "complex" else split
+        pair_dtype = b.real_dtype(dtype)
+        if pair_dtype == real_dtype(dtype) and not b.contiguous_pairs:
+            return pairs_of
+        return lambda z: pairs_of(z).to(pair_dtype).contiguous()
+
+    def __call__(self, *args: Any) -> Any:
+        if self.on_shared_write is not None:
+            overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed)
+            if overlap is not None:
+                return self.on_shared_write(args, *overlap)
+        b = self.boundary
+        if self.appended:
+            args = (*args, *self.appended)
+        flat = list(args)
+        for i, enter_layout in self.enters:
+            flat[i] = enter_layout(flat[i])
+        if self.autocast_off:
+            with torch._C._DisableAutocast():
+                outs = self.program(*flat)
+        else:
+            outs = self.program(*flat)
+        n = b.num_user_outputs
+        user = list(outs[:n])
+        for k, dtype in self.leaves:
+            user[k] = to_complex(user[k], b.output_layout, dtype)
+        for i, new in zip(b.mutated_inputs, outs[n:]):
+            _write(args[i], new, b.output_layout)
+        for k, view in self.views:  # after the writes, as eager's views see them
+            user[k] = view.make(args[view.input])
+        for k, stride in self.restrides:
+            if isinstance(user[k], torch.Tensor):
+                user[k] = _restrided(user[k], stride)
+        return tuple(user) if self.plain_tuple else tree_unflatten(user, b.out_spec)
+
+
+def to_complex(x: torch.Tensor, layout: Layout, dtype: torch.dtype) -> torch.Tensor:
+    """A complex output of a real program, from ``layout``, as a ``dtype`` tensor."""
+    if layout == "planar":
+        return complex_of(x[0], x[1]).to(dtype)
+    return x if layout == "complex" else pairs_to_complex(x, dtype)
+
+
+def _write(target: torch.Tensor, new: torch.Tensor, layout: Layout) -> None:
+    """The program's new value of an input it writes in place, into the caller's tensor;
+    nothing to do where the program wrote through the caller's memory itself (an exported
+    program writes the pairs it was given, a view of the input where the input is contiguous)."""
+    if new.data_ptr() == target.data_ptr() and target.dtype != torch.complex32:
+        same = pairs_of(target) if target.dtype.is_complex else target
+        if same.dtype == new.dtype and same.shape == new.shape and same.stride() == new.stride():
+            return
+    target.copy_(to_complex(new, layout, target.dtype) if target.dtype.is_complex else new)

@@ -15,6 +15,7 @@ The layout in which complex inputs and outputs cross the graph's edges is the ca
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
@@ -30,7 +31,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
 from . import config
-from .boundary import (Layout, Signature, boundary_example, check_real, eager_layouts, input_aliases,
+from .boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
 from .dynamo_graph import DynamoGraphRunner, SourceLines
 from .errors import MissingRuleError
@@ -61,7 +62,7 @@ def decompose(
     ``program`` is a GraphModule or any traceable callable; ``example_inputs`` are real or
     fake tensors (and Python scalars) it is called with. With the default ``"complex"``
     layouts the result takes and returns the same values as ``program``; complex values
-    exist only at its edges. The result's ``realify_signature`` (:class:`Signature`) says
+    exist only at its edges. The result's ``realify_signature`` (:class:`~realify.boundary.Boundary`) says
     which inputs/outputs are complex and which inputs the program mutated (their new values
     follow the user outputs; with ``"complex"`` layouts they are written back in the graph).
     ``inputs`` may also give one layout per input ("planar" for some, "interleaved" for
@@ -79,7 +80,7 @@ def decompose(
     graph metadata tells it (a GraphModule from dynamo or torch.export; by default, and for
     other programs, outputs are laid out as computed, complex ones contiguous): an output
     that is a view of an input is left to the caller, who takes it from that input at each
-    call (``None`` in the graph's outputs; :attr:`Signature.output_views`), and every other
+    call (``None`` in the graph's outputs; ``Boundary.output_views``), and every other
     user output has eager's strides (for an ``"interleaved"`` complex output, ``(2 s..., 1)``
     for eager's ``s``), which the graph writes directly.
 
@@ -99,9 +100,10 @@ def decompose(
     try:
         with fake_mode:
             functional, signature = _functionalize(program, fake_inputs)
-            signature.input_layout, signature.output_layout = input_layouts(inputs, len(fake_inputs)), outputs
+            signature = dataclasses.replace(signature, input_layout=input_layouts(inputs, len(fake_inputs)),
+                                            output_layout=outputs, eager_outputs=eager_outputs)
             boundary_inputs = [boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
-            planar = planarize(functional, signature, boundary_inputs, on_missing, eager_outputs)
+            planar, signature = planarize(functional, signature, boundary_inputs, on_missing)
     except MissingRuleError as err:
         # the same error, without what torch.fx's interpreter appended to its message on the
         # way out (the failing node's repr and "Use tlparse ..."): the message already names
@@ -149,7 +151,7 @@ def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
     return x
 
 
-def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphModule, Signature]:
+def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphModule, Boundary]:
     holder: dict[str, Any] = {}
 
     def flat_program(*args):
@@ -184,14 +186,17 @@ def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphM
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
     num_user = len(outs) - len(mutated)
-    signature = Signature(
-        input_complex=[is_complex(x) for x in fake_inputs],
-        output_complex=[is_complex(o.meta.get("val")) if isinstance(o, fx.Node) else False for o in outs],
-        mutated_inputs=mutated,
-        num_user_outputs=num_user,
+    views, strides = eager_layouts(program, holder["aliases"])
+    signature = Boundary(
+        inputs=tuple(_complex_dtype(x) for x in fake_inputs),
+        outputs=tuple(_complex_dtype(o.meta.get("val") if isinstance(o, fx.Node) else o) for o in outs[:num_user]),
+        mutated_inputs=tuple(mutated),
         out_spec=holder["spec"],
-        input_layout="complex",
-        output_layout="complex",
+        output_views=tuple(views),
+        output_strides=tuple(strides),
     )
-    signature.output_views, signature.output_strides = eager_layouts(program, holder["aliases"])
     return traced, signature
+
+
+def _complex_dtype(x: Any) -> torch.dtype | None:
+    return x.dtype if is_complex(x) else None

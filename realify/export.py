@@ -12,7 +12,7 @@ Three steps:
    under the original names, so the result is an ordinary ExportedProgram: ``ep.module()``,
    ``ep.state_dict``, ``torch.onnx.export(ep)``, ``torch.export.save`` all work on it.
 
-Which inputs and outputs were complex is recorded as an :class:`ExportSignature` in
+Which inputs and outputs were complex is recorded as a :class:`~realify.Boundary` in
 ``ep.graph_module.meta["realify_signature"]``; :class:`ComplexCallAdapter` reads it to give
 back a module that takes and returns complex tensors.
 """
@@ -33,8 +33,8 @@ from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
 
-from .aliasing import OutputView, needs_restride, overlapping_write
-from .boundary import complex_to_pairs, is_complex, pairs_to_complex
+from ._dtypes import pairs_of
+from .boundary import Boundary, RealCall, is_complex
 from .decompose import decompose
 from .passes import copies_to_views
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
@@ -50,30 +50,6 @@ _EXPORT_ADVICE = (
     "call, or on its outputs after), or register a rule with realify.rules.register(...) "
     "(see docs/rules.md)."
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportSignature:
-    """What the real program's flat inputs and outputs were in the complex program.
-
-    ``inputs`` and ``outputs`` hold, per leaf of the flattened ``(args, kwargs)`` and of the
-    flattened result, the complex dtype that leaf had (``None`` for real tensors and
-    non-tensors). ``mutated_inputs`` are the flat input positions the program writes to.
-    With ``truncate_double``, complex128 leaves travel as float32 pairs.
-    """
-
-    inputs: tuple[torch.dtype | None, ...]
-    outputs: tuple[torch.dtype | None, ...]
-    mutated_inputs: tuple[int, ...] = ()
-    truncate_double: bool = False
-    # per output: how to take it from its flat input where eager's is a view of one, and
-    # eager's strides (None where not known); realify.aliasing.OutputView
-    output_views: tuple[OutputView | None, ...] = ()
-    output_strides: tuple[tuple[int, ...] | None, ...] = ()
-
-    def real_dtype(self, dtype: torch.dtype) -> torch.dtype:
-        """The dtype of the ``(..., 2)`` tensor that carries a complex ``dtype``."""
-        return _real_dtype(dtype, self.truncate_double)
 
 
 def export(
@@ -128,11 +104,15 @@ def export(
     shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
     real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
     check_real(real_ep)
-    signature = ExportSignature(
+    signature = Boundary(
         inputs=tuple(x.dtype if is_complex(x) else None for x in flat_args),
         outputs=_output_dtypes(complex_ep),
         mutated_inputs=wiring.mutated_user_inputs,
-        truncate_double=truncate_double,
+        out_spec=complex_ep.call_spec.out_spec,
+        input_layout="interleaved",
+        output_layout="interleaved",
+        pair_dtypes={torch.complex128: torch.float32} if truncate_double else {},
+        contiguous_pairs=True,
         **_eager_layouts(real_gm.realify_signature, wiring),
     )
     real_ep.graph_module.meta[SIGNATURE_KEY] = signature
@@ -142,8 +122,10 @@ def export(
     return real_ep
 
 
-def signature_of(ep: ExportedProgram) -> ExportSignature:
-    """The :class:`ExportSignature` that :func:`export` recorded on ``ep``."""
+def signature_of(ep: ExportedProgram) -> Boundary:
+    """The :class:`~realify.Boundary` that :func:`export` recorded on ``ep``: per leaf of the
+    flattened ``(args, kwargs)`` and of the flattened result, the complex dtype it had in the
+    complex program (None where real), the inputs the program writes, eager's output layouts."""
     signature = ep.graph_module.meta.get(SIGNATURE_KEY)
     if signature is None:
         raise RealifyError("this ExportedProgram was not made by realify.export (no realify_signature in "
@@ -165,36 +147,39 @@ class ComplexCallAdapter(torch.nn.Module):
     for a loaded program, pass the one of the original (``ComplexCallAdapter(ep).signature``).
     """
 
-    def __init__(self, ep: ExportedProgram, signature: ExportSignature | None = None):
+    def __init__(self, ep: ExportedProgram, signature: Boundary | None = None):
         super().__init__()
         self.signature = signature if signature is not None else signature_of(ep)
         self.program = ep.module()
         self._in_spec = ep.call_spec.in_spec
+        self._call = RealCall(self._real_program, self.signature, autocast_off=True,  # see the class docstring
+                              on_shared_write=self._refuse_shared_write)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        sig = self.signature
         kwargs = reorder_kwargs(kwargs, self._in_spec)
-        _check_complex_call(sig, args, kwargs)
-        flat, spec = tree_flatten((args, kwargs))
-        if sig.mutated_inputs:
-            _check_no_overlapping_write(flat, sig.mutated_inputs, args, kwargs)
-        real = [complex_to_pairs(x, sig.real_dtype(x.dtype)) if d is not None else x for x, d in zip(flat, sig.inputs)]
-        real_args, real_kwargs = tree_unflatten(real, spec)
-        with torch._C._DisableAutocast():  # see the class docstring
-            out = self.program(*real_args, **real_kwargs)
-        for i in sig.mutated_inputs:
-            if sig.inputs[i] is not None and not _same_memory(real[i], flat[i]):
-                flat[i].copy_(torch.view_as_complex(real[i]).to(flat[i].dtype))
-        out_flat, out_spec = tree_flatten(out)
-        merged = [pairs_to_complex(o, d) if d is not None else o for o, d in zip(out_flat, sig.outputs)]
-        # eager's layouts, after the writes: views of inputs from those inputs, others restrided
-        for k, view in enumerate(sig.output_views):
-            if view is not None:
-                merged[k] = view.make(flat[view.input])
-        for k, stride in enumerate(sig.output_strides):
-            if stride is not None and isinstance(merged[k], torch.Tensor):
-                merged[k] = _with_strides(merged[k], stride)
-        return tree_unflatten(merged, out_spec)
+        _check_complex_call(self.signature, args, kwargs)
+        return self._call(*tree_leaves((args, kwargs)))
+
+    def _real_program(self, *flat: Any) -> list[Any]:
+        """The exported program on flat real inputs: its flat outputs, then the inputs it
+        writes in place (it writes the real tensors it is given; RealCall copies them into the
+        caller's where they are not views of them)."""
+        args, kwargs = tree_unflatten(list(flat), self._in_spec)
+        out = tree_flatten(self.program(*args, **kwargs))[0]
+        return [*out, *(flat[i] for i in self.signature.mutated_inputs)]
+
+    def _refuse_shared_write(self, flat: tuple, written: int, other: int) -> Any:
+        """Raise where a tensor the program writes in place shares memory with another input:
+        the exported graph reads every input before it writes any, where eager's later reads of
+        the other would see the write, and it has no eager program to run instead."""
+        args, kwargs = tree_unflatten(list(flat), self._in_spec)
+        written_name, other_name = (_LazyName(args, kwargs, i) for i in (written, other))
+        raise RealifyError(
+            f"{other_name} shares memory with {written_name}, which the exported program writes in place: "
+            f"the program reads every input before it writes any, so it would compute with the old values "
+            f"of {other_name} where eager reads the new ones. Pass tensors that do not share memory (for "
+            f"example, {other_name}.clone()), or call the original program (or realify.compile it) with "
+            f"such inputs.")
 
 
 class _LazyName:
@@ -213,7 +198,7 @@ class _LazyName:
     __format__ = lambda self, spec: format(str(self), spec)
 
 
-def _check_complex_call(sig: ExportSignature, args: tuple, kwargs: dict) -> None:
+def _check_complex_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
     """The checks of :class:`ComplexCallAdapter`: complex tensors where the program had complex
     inputs, of the dtype it was exported for, and no complex tensor where it had a real one.
     Otherwise the real program would fail deep inside with a message about its real ops
@@ -242,7 +227,7 @@ def _check_complex_call(sig: ExportSignature, args: tuple, kwargs: dict) -> None
                 f"{name}.to({dtype}), or export the program again with {x.dtype} example inputs")
 
 
-def _check_real_call(sig: ExportSignature, args: tuple, kwargs: dict) -> None:
+def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
     """The checks of ``ep.module()`` for a program made by :func:`export` (a forward pre-hook):
     its complex inputs are real ``(..., 2)`` tensors, and a complex tensor passed there
     otherwise fails in the program's shape guards with ``IndexError: tuple index out of
@@ -281,29 +266,6 @@ def _check_inputs_of_module(ep: ExportedProgram) -> None:
         return gm
 
     ep.module = module
-
-
-def _check_no_overlapping_write(flat: list[Any], written: Sequence[int], args: tuple, kwargs: dict) -> None:
-    """Raise where a tensor the program writes in place shares memory with another input: the
-    exported graph reads every input before it writes any, where eager's later reads of the
-    other would see the write, and it has no eager program to run instead."""
-    overlap = overlapping_write(flat, frozenset(written))
-    if overlap is None:
-        return
-    written_name, other_name = (_LazyName(args, kwargs, i) for i in overlap)
-    raise RealifyError(
-        f"{other_name} shares memory with {written_name}, which the exported program writes in place: "
-        f"the program reads every input before it writes any, so it would compute with the old values "
-        f"of {other_name} where eager reads the new ones. Pass tensors that do not share memory (for "
-        f"example, {other_name}.clone()), or call the original program (or realify.compile it) with "
-        f"such inputs.")
-
-
-def _with_strides(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
-    """``x`` laid out with eager's strides where it has others (one copy)."""
-    if not needs_restride(x.shape, x.stride(), stride):
-        return x
-    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 
 
 def check_real(ep: ExportedProgram) -> None:
@@ -404,11 +366,7 @@ def _for_export(err: MissingRuleError) -> MissingRuleError:
 def _interleave(x: Any, truncate_double: bool) -> Any:
     if not is_complex(x):
         return x
-    return complex_to_pairs(x, _real_dtype(x.dtype, truncate_double))
-
-
-def _same_memory(real: torch.Tensor, z: torch.Tensor) -> bool:
-    return real.data_ptr() == z.data_ptr() and real.dtype == _real_dtype(z.dtype, False) and z.is_contiguous()
+    return pairs_of(x).to(_real_dtype(x.dtype, truncate_double)).contiguous()
 
 
 class _RealState:
@@ -544,7 +502,7 @@ class _RealProgram(torch.nn.Module):
 def _eager_layouts(signature, wiring: _Wiring) -> dict[str, tuple]:
     """Per user output of the program, for :class:`ComplexCallAdapter`: how to take it from
     its flat input where eager's is a view of a user input, and eager's strides (decompose's
-    ``Signature.output_views`` and ``output_strides``, which follow the graph's outputs)."""
+    ``Boundary.output_views`` and ``output_strides``, which follow the graph's outputs)."""
     views, strides = [], []
     for spec, view, stride in zip(wiring.outputs, signature.output_views, signature.output_strides):
         if spec.kind is not OutputKind.USER_OUTPUT:

@@ -5,6 +5,7 @@ and bodies too), and trace the real ops that result.
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
@@ -19,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .boundary import Signature, enter, is_complex, leave, resolve_lazy_bits
+from .boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
 from .dynamo_graph import source_line
 from .errors import DECOMPOSE_ADVICE, MissingRuleError
 from .passes import keep_unread
@@ -37,8 +38,13 @@ def symbolic(inputs: list[Any]) -> bool:
     return any(isinstance(x, torch.Tensor) and free_symbols(x) for x in inputs)
 
 
-def planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs: list[Any], on_missing,
-               eager_outputs: bool = False) -> fx.GraphModule:
+def planarize(functional: fx.GraphModule, signature: Boundary, boundary_inputs: list[Any], on_missing
+              ) -> tuple[fx.GraphModule, Boundary]:
+    """The real graph of ``functional`` between the boundary ``signature`` describes, and that
+    boundary as the real graph has it (with ``"complex"`` layouts, writes to inputs happen in
+    the graph: no mutated inputs left for the caller)."""
+    eager_outputs = signature.eager_outputs
+
     def planar_program(*args):
         values = [enter(a, c, signature.layout_of(i)) for i, (a, c) in enumerate(zip(args, signature.input_complex))]
         with _RouteComplexCreation():
@@ -67,9 +73,9 @@ def planarize(functional: fx.GraphModule, signature: Signature, boundary_inputs:
     planar.graph.eliminate_dead_code(is_impure_node=keep_unread)
     planar.recompile()
     if signature.input_layout == "complex":
-        signature.mutated_inputs = []
+        signature = dataclasses.replace(signature, mutated_inputs=())
         resolve_lazy_bits(planar, signature)
-    return planar
+    return planar, signature
 
 
 class _RouteComplexCreation(TorchDispatchMode):
