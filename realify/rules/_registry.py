@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
@@ -46,6 +46,16 @@ def register(*ops: OpOverload | OpOverloadPacket, override: bool = False) -> Cal
         return fn
 
     return decorate
+
+
+def register_each(ops: Iterable[OpOverload | OpOverloadPacket], make_rule: Callable[..., Rule], *args: Any,
+                  override: bool = False, **kwargs: Any) -> None:
+    """Register ``make_rule(op, *args, **kwargs)`` as the rule of each op in ``ops``: the one
+    way to give a family of ops one formula built per op (each part through the op itself, a
+    factory run per part, an error that names the op). A rule written by hand for its ops
+    uses :func:`register` as a decorator."""
+    for op in ops:
+        register(op, override=override)(make_rule(op, *args, **kwargs))
 
 
 def lookup(func: OpOverload) -> Rule | None:

@@ -6,7 +6,7 @@ import builtins
 
 import torch
 
-from . import register
+from . import register, register_each
 from ._derivative import C, apply, formula
 from ._planar import complex_like, make_complex, pairs_of, parts, partwise
 from .._dtypes import real_dtype
@@ -47,8 +47,8 @@ def neg_view(self):
 
 
 # each part through the op: detach, copy, a fusion barrier (realify/ops.py)
-for _op in (aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default, fusion_barrier._opoverload):
-    register(_op)(partwise(_op))
+register_each((aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default, fusion_barrier._opoverload),
+              partwise)
 
 
 @register(aten.clone.default)
@@ -242,9 +242,9 @@ def _inplace_view(func):
     return rule
 
 
-for _op in (aten.transpose_.default, aten.squeeze_.default, aten.squeeze_.dim, aten.squeeze_.dims,
-            aten.unsqueeze_.default, aten.t_.default, aten.swapdims_.default, aten.swapaxes_.default):
-    register(_op)(_inplace_view(_op))
+register_each((aten.transpose_.default, aten.squeeze_.default, aten.squeeze_.dim, aten.squeeze_.dims,
+               aten.unsqueeze_.default, aten.t_.default, aten.swapdims_.default, aten.swapaxes_.default),
+              _inplace_view)
 
 
 @register(aten._local_scalar_dense.default)

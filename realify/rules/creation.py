@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import register
+from . import register, register_each
 from ._planar import combine_parts, parts, result_dtype
 from .shape import both_parts, functional_overloads, tensors_in
 from .._dtypes import complex_dtype, real_dtype
@@ -78,9 +78,10 @@ def factory(op: Callable, *slots: int, imag: str = "same") -> Callable:
     return rule
 
 
-def _register_factories(packets, *slots: int, imag: str = "same") -> None:
-    for op in functional_overloads(*packets) + [o for p in packets for o in _plain_overloads(p)]:
-        register(op)(factory(op, *slots, imag=imag))
+def _factories(*packets) -> list:
+    """Every overload of ``packets`` that makes a tensor: those that take one first
+    (``zeros_like``) and those that do not (``zeros(size)``)."""
+    return functional_overloads(*packets) + [o for p in packets for o in _plain_overloads(p)]
 
 
 def _plain_overloads(packet) -> list:
@@ -95,17 +96,17 @@ def _plain_overloads(packet) -> list:
 
 
 # zeros(a) + zeros(a) i, empty likewise
-_register_factories((aten.zeros, aten.empty, aten.empty_strided, aten.empty_permuted, aten.zeros_like,
-                     aten.empty_like, aten.new_zeros, aten.new_empty, aten.new_empty_strided))
+register_each(_factories(aten.zeros, aten.empty, aten.empty_strided, aten.empty_permuted, aten.zeros_like,
+                         aten.empty_like, aten.new_zeros, aten.new_empty, aten.new_empty_strided), factory)
 # ones = 1 + 0i, eye = I + 0i
-_register_factories((aten.ones, aten.ones_like, aten.new_ones, aten.eye), imag="zero")
+register_each(_factories(aten.ones, aten.ones_like, aten.new_ones, aten.eye), factory, imag="zero")
 # full(v) = full(re v) + full(im v) i; scalar_tensor likewise
-_register_factories((aten.full, aten.full_like), 1)
-_register_factories((aten.new_full,), 2)
-_register_factories((aten.scalar_tensor,), 0)
+register_each(_factories(aten.full, aten.full_like), factory, 1)
+register_each(_factories(aten.new_full), factory, 2)
+register_each(_factories(aten.scalar_tensor), factory, 0)
 # linspace(s, e) = linspace(re s, re e) + linspace(im s, im e) i: each point s + k (e - s)/(n - 1)
 # is linear in the endpoints, and eager evaluates it the same way per part
-_register_factories((aten.linspace,), 0, 1)
+register_each(_factories(aten.linspace), factory, 0, 1)
 
 
 @register(*_plain_overloads(aten.logspace), *functional_overloads(aten.logspace))

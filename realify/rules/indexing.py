@@ -11,24 +11,24 @@ from __future__ import annotations
 
 import torch
 
-from . import register
+from . import register, register_each
 from ._algebra import cmul
 from ._planar import parts
 from .reductions import on_nonzero
-from .shape import both_parts, functional_overloads, planar, register_planar
+from .shape import both_parts, functional_overloads, planar
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
 
 # gathers: the index arguments are real
-register_planar(functional_overloads(aten.index, aten._unsafe_index, aten.index_select, aten.gather, aten.take,
-                                     aten.masked_select, aten.masked_scatter_backward))
+register_each(functional_overloads(aten.index, aten._unsafe_index, aten.index_select, aten.gather, aten.take,
+                                   aten.masked_select, aten.masked_scatter_backward), planar)
 
 # scatters of a source given at argument 2 or 3 (a tensor or a scalar fill value)
-register_planar(functional_overloads(aten.index_put, aten._unsafe_index_put, aten.masked_scatter, aten.put), 0, 2)
-register_planar(functional_overloads(aten.index_copy, aten.index_fill, aten.scatter_add, aten._unsafe_masked_index,
-                                     aten._unsafe_masked_index_put_accumulate) + [aten.scatter.src, aten.scatter.value],
-                0, 3)
+register_each(functional_overloads(aten.index_put, aten._unsafe_index_put, aten.masked_scatter, aten.put), planar, 0, 2)
+register_each(functional_overloads(aten.index_copy, aten.index_fill, aten.scatter_add, aten._unsafe_masked_index,
+                                   aten._unsafe_masked_index_put_accumulate) + [aten.scatter.src, aten.scatter.value],
+              planar, 0, 3)
 
 
 @register(aten.index_add.default)
@@ -96,5 +96,4 @@ def _scatter_product(self, dim, index, src, *, include_self):
 
 
 # nonzero elements of a complex tensor: (a != 0) | (b != 0), see reductions._nonzero
-for _op in functional_overloads(aten.nonzero, aten.nonzero_static, aten.argwhere):
-    register(_op)(on_nonzero(_op))
+register_each(functional_overloads(aten.nonzero, aten.nonzero_static, aten.argwhere), on_nonzero)

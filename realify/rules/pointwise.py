@@ -23,7 +23,7 @@ import numbers
 
 import torch
 
-from . import register
+from . import register, register_each
 from ._algebra import cdiv, cmul
 from ._derivative import C, apply, formula, holomorphic
 from ._planar import complex_like, parts, promoted, result_dtype
@@ -74,17 +74,16 @@ def _filled(z) -> C:
     return C(x, torch.zeros_like(x) if y is None else y)
 
 
-def _unary(op, kernel, grad):
-    """Register ``op(self)`` as the planar kernel ``(x, y) -> (re, im)`` whose gradient is
-    ``grad(g, z, w)`` (realify/rules/_derivative.py)."""
-    name = op.__name__
-    holomorphic(name, kernel, grad)
+def _through_kernel(op):
+    """The rule of ``op(self)``, a function of one complex argument whose planar kernel and
+    derivative are registered under its name (``holomorphic``, realify/rules/_derivative.py)."""
+    name = op.overloadpacket.__name__
 
     def rule(self):
         return ComplexTensor(*apply(name, C(*_xy(self))))
 
     rule.__name__ = name
-    register(op.default)(rule)
+    return rule
 
 
 def _rotated(kernel):
@@ -432,7 +431,30 @@ def _f(name):
 
 _exp, _sin, _cos, _sinh, _cosh, _rsqrt = map(_f, ("exp", "sin", "cos", "sinh", "cosh", "rsqrt"))
 
-for _op, _kernel, _grad in (
+
+def _sigmoid(x, y):
+    # sigmoid(z) = 1 / (1 + exp(-z))
+    er, ei = _cexp(-x, -y)
+    return cdiv(torch.ones_like(er), None, 1.0 + er, ei)
+
+
+def _sinc(x, y):
+    # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
+    zero = (x == 0) & (y == 0)
+    px, py = PI * torch.where(zero, 1.0, x), PI * y
+    re, im = cdiv(*_csin(px, py), px, py)
+    return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
+
+
+def _sinc_grad(g, z, w):
+    # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
+    pz, sq = z * PI, z * z * PI
+    out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
+    return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
+
+
+# functions of one complex argument: (op, planar kernel, derivative (g, z, w) -> grad z)
+_HOLOMORPHIC = (
     (aten.exp, _cexp, lambda g, z, w: g * w.conj()),
     (aten.exp2, _cexp2, lambda g, z, w: g * w.conj() * LN2),
     (aten.expm1, _cexpm1, lambda g, z, w: g * (w.conj() + 1)),
@@ -454,35 +476,12 @@ for _op, _kernel, _grad in (
     (aten.asinh, _casinh, lambda g, z, w: g * _rsqrt(z * z + 1).conj()),
     (aten.acosh, _cacosh, lambda g, z, w: g * (_rsqrt(z + 1) * _rsqrt(z - 1)).conj()),
     (aten.atanh, _catanh, lambda g, z, w: g * 1 / (1 - z * z).conj()),
-):
-    _unary(_op, _kernel, _grad)
-
-
-def _sigmoid(x, y):
-    # sigmoid(z) = 1 / (1 + exp(-z))
-    er, ei = _cexp(-x, -y)
-    return cdiv(torch.ones_like(er), None, 1.0 + er, ei)
-
-
-_unary(aten.sigmoid, _sigmoid, lambda g, z, w: g * ((1 - w) * w).conj())
-
-
-def _sinc(x, y):
-    # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
-    zero = (x == 0) & (y == 0)
-    px, py = PI * torch.where(zero, 1.0, x), PI * y
-    re, im = cdiv(*_csin(px, py), px, py)
-    return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
-
-
-def _sinc_grad(g, z, w):
-    # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
-    pz, sq = z * PI, z * z * PI
-    out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
-    return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
-
-
-_unary(aten.sinc, _sinc, _sinc_grad)
+    (aten.sigmoid, _sigmoid, lambda g, z, w: g * ((1 - w) * w).conj()),
+    (aten.sinc, _sinc, _sinc_grad),
+)
+for _op, _kernel, _grad in _HOLOMORPHIC:
+    holomorphic(_op.__name__, _kernel, _grad)
+register_each([op.default for op, _, _ in _HOLOMORPHIC], _through_kernel)
 
 
 def _where(condition, value: float, z: C) -> C:

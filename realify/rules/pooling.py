@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import torch
 
-from . import register
+from . import register_each
 from ..errors import RealifyError
-from .shape import functional_overloads, register_planar
+from .shape import functional_overloads, planar
 
 aten = torch.ops.aten
 
@@ -58,7 +58,7 @@ _LINEAR_PACKETS = (
     aten._upsample_bilinear2d_aa, aten._upsample_bicubic2d_aa,
 )
 
-register_planar(functional_overloads(*_LINEAR_PACKETS), 0)
+register_each(functional_overloads(*_LINEAR_PACKETS), planar, 0)
 
 
 # ---- max pooling and batch/group normalization: undefined for complex --------------------------
@@ -79,16 +79,12 @@ def _undefined(op, why: str, instead: str):
     return rule
 
 
-def _register_undefined(packets, why: str, instead: str) -> None:
-    for op in functional_overloads(*packets):
-        register(op)(_undefined(op, why, instead))
-
-
-_register_undefined(
-    (aten.max_pool1d, aten.max_pool2d, aten.max_pool3d,
+register_each(functional_overloads(
+    aten.max_pool1d, aten.max_pool2d, aten.max_pool3d,
      aten.max_pool1d_with_indices, aten.max_pool2d_with_indices, aten.max_pool3d_with_indices,
      aten.adaptive_max_pool1d, aten.adaptive_max_pool2d, aten.adaptive_max_pool3d,
      aten.fractional_max_pool2d, aten.fractional_max_pool3d),
+    _undefined,
     "complex numbers have no order, so there is no maximum to pool",
     "Pool a real quantity instead, e.g. F.max_pool2d(z.abs(), k, return_indices=True) and gather z at "
     "the indices (max-magnitude pooling), or pool z.real and z.imag separately.",
@@ -96,10 +92,11 @@ _register_undefined(
 
 # batch norm in every form aten traces it to (instance_norm is batch norm on a reshaped input),
 # and group norm; layer norm's composite rejects complex before any rule is reached
-_register_undefined(
-    (aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
+register_each(functional_overloads(
+    aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
      aten._native_batch_norm_legit_functional, aten._batch_norm_with_update,
      aten._batch_norm_with_update_functional, aten._batch_norm_no_update, aten.native_group_norm),
+    _undefined,
     "complex normalization has several incompatible definitions (dividing by the magnitude variance "
     "E|z - mean|^2, or whitening the 2x2 covariance of (re, im) as in Deep Complex Networks)",
     "Write the one you mean with complex arithmetic (mean, var, sqrt), or normalize the real "

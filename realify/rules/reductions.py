@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import register
+from . import register, register_each
 from ._algebra import cmul, psub
 from ._planar import parts, partwise, promoted
 from .._dtypes import real_dtype
@@ -88,8 +88,8 @@ def _with_dtype(op) -> Callable:
     return rule
 
 
-for _op in (aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim, aten.cumsum.default):
-    register(_op)(_with_dtype(_op))
+register_each((aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim, aten.cumsum.default),
+              _with_dtype)
 
 # trace(A) = trace(re A) + trace(im A) i
 register(aten.trace.default)(partwise(aten.trace.default))
@@ -371,9 +371,8 @@ def on_nonzero(op) -> Callable:
     return rule
 
 
-for _op in (aten.all.default, aten.all.dim, aten.all.dims, aten.any.default, aten.any.dim, aten.any.dims,
-            aten.count_nonzero.default, aten.count_nonzero.dim_IntList):
-    register(_op)(on_nonzero(_op))
+register_each((aten.all.default, aten.all.dim, aten.all.dims, aten.any.default, aten.any.dim, aten.any.dims,
+               aten.count_nonzero.default, aten.count_nonzero.dim_IntList), on_nonzero)
 
 
 # ---- logsumexp -------------------------------------------------------------------------

@@ -13,13 +13,13 @@ Functionalized graphs (what :func:`realify.decompose` sees) use the ``*_copy`` a
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from . import register
+from . import register, register_each
 from ._planar import combine_parts, parts, result_dtype
 from .._dtypes import REAL_TO_COMPLEX, real_dtype
 from ..tensor import ComplexTensor
@@ -111,12 +111,6 @@ def planar(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
     return rule
 
 
-def register_planar(ops: Sequence[OpOverload], *slots: int | str, promote: bool = False) -> None:
-    """Register :func:`planar` of each op in ``ops`` as its own rule."""
-    for op in ops:
-        register(op)(planar(op, *slots, promote=promote))
-
-
 # ---- views and layout: op(a + bi) = op(a) + op(b) i ---------------------------------------
 
 _LAYOUT_PACKETS = (
@@ -142,20 +136,18 @@ _LAYOUT_PACKETS = (
 _VIEW_DTYPE = (aten.view.dtype, aten.view_copy.dtype)
 
 
-for _op in functional_overloads(*_LAYOUT_PACKETS):
-    if _op not in _VIEW_DTYPE:
-        register(_op)(planar(_op))
+register_each([op for op in functional_overloads(*_LAYOUT_PACKETS) if op not in _VIEW_DTYPE], planar)
 
 # constant padding: the pad value's parts pad each part
-register_planar(functional_overloads(aten.constant_pad_nd), 0, 2)
-register_planar(functional_overloads(aten.pad), 0, 3)
+register_each(functional_overloads(aten.constant_pad_nd), planar, 0, 2)
+register_each(functional_overloads(aten.pad), planar, 0, 3)
 
 # lists of tensors: real and complex operands mix, the result dtype is promoted
-register_planar(functional_overloads(aten.cat, aten.stack, aten._chunk_cat, aten.block_diag, aten.hstack,
-                                     aten.vstack, aten.dstack, aten.column_stack), 0, promote=True)
+register_each(functional_overloads(aten.cat, aten.stack, aten._chunk_cat, aten.block_diag, aten.hstack,
+                                   aten.vstack, aten.dstack, aten.column_stack), planar, 0, promote=True)
 
 # view-inverse scatters: base and source (a real source has a zero imaginary part)
-register_planar(functional_overloads(aten.slice_scatter, aten.select_scatter, aten.diagonal_scatter), 0, 1)
+register_each(functional_overloads(aten.slice_scatter, aten.select_scatter, aten.diagonal_scatter), planar, 0, 1)
 
 
 @register(*_VIEW_DTYPE)
