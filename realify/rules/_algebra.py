@@ -9,7 +9,7 @@ zero-skipping shortcut is only used where the result is identical: see ``mul``).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -42,9 +42,23 @@ def pmul(a: Part, b: Part) -> Part:
     return a * b
 
 
+def complex_product(product: Callable[[Any, Any], Any], a: tuple[Part, Part], b: tuple[Part, Part]
+                    ) -> tuple[Part, Part]:
+    """Planar parts of ``a ⋆ b`` for a bilinear real product ``⋆`` (elementwise, matrix,
+    convolution, cross; ``None`` parts are exact zeros)."""
+    (ar, ai), (br, bi) = a, b
+    # (Ar + Ai i)(Br + Bi i) = (Ar Br - Ai Bi) + (Ar Bi + Ai Br) i; a None part's products vanish
+    re = psub(product(ar, br), _product(product, ai, bi))
+    return re, padd(_product(product, ar, bi), _product(product, ai, br))
+
+
+def _product(product: Callable[[Any, Any], Any], x: Part, y: Part) -> Part:
+    return None if x is None or y is None else product(x, y)
+
+
 def cmul(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:
-    # (ar + ai i)(br + bi i) = (ar br - ai bi) + (ar bi + ai br) i
-    return psub(pmul(ar, br), pmul(ai, bi)), padd(pmul(ar, bi), pmul(ai, br))
+    """The elementwise complex product of planar parts."""
+    return complex_product(pmul, (ar, ai), (br, bi))
 
 
 def cdiv(ar: Part, ai: Part, br: Part, bi: Part) -> tuple[Part, Part]:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from . import register
-from ._algebra import cmul, padd, pneg, psub
+from ._algebra import cmul, complex_product, padd, pneg
 from ._planar import parts, promoted, result_dtype
 from .._dtypes import real_dtype
 from ..tensor import ComplexTensor
@@ -28,18 +28,6 @@ from ..tensor import ComplexTensor
 aten = torch.ops.aten
 Part = Any
 RealProduct = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def complex_product(product: RealProduct, a: tuple[Part, Part], b: tuple[Part, Part]) -> tuple[Part, Part]:
-    """Planar parts of ``a ⋆ b`` for a bilinear real product ``⋆`` (``None`` parts are exact zeros)."""
-    (ar, ai), (br, bi) = a, b
-    # (Ar + Ai i)(Br + Bi i) = (Ar Br - Ai Bi) + (Ar Bi + Ai Br) i; a None part's products vanish
-    re = psub(product(ar, br), _product(product, ai, bi))
-    return re, padd(_product(product, ar, bi), _product(product, ai, br))
-
-
-def _product(product: RealProduct, x: Part, y: Part) -> Part:
-    return None if x is None or y is None else product(x, y)
 
 
 def _scale(p: tuple[Part, Part], s: Any) -> tuple[Part, Part]:
