@@ -125,30 +125,19 @@ def strip_fusion_barriers(gm: fx.GraphModule) -> None:
 def unread_outputs_not_asked(gm: fx.GraphModule) -> None:
     """Where nothing reads a spectral op's vectors (rules/spectra.py, ``OPTIONAL_VECTORS``),
     the op is asked not to compute them, so that its rule needs no formula for them."""
-    from .rules.spectra import OPTIONAL_VECTORS
+    from .rules.spectra import OPTIONAL_VECTORS, no_vectors_asked
 
     for module in gm.modules():  # control flow's branches and bodies too
         if not isinstance(module, fx.GraphModule):
             continue
-        for op, (flag, outputs) in OPTIONAL_VECTORS.items():
+        for op, (_, outputs) in OPTIONAL_VECTORS.items():
             for node in module.graph.find_nodes(op="call_function", target=op):
                 if any(u.target is not operator.getitem for u in node.users):
                     continue  # the whole tuple is read
                 if {u.args[1] for u in node.users if u.users} & outputs:  # a getitem nothing reads is dead
                     continue
-                _set_argument(node, flag, False)
+                node.args, node.kwargs = no_vectors_asked(op, node.args, node.kwargs)
         module.recompile()
-
-
-def _set_argument(node: fx.Node, name: str, value: Any) -> None:
-    if name in node.kwargs:
-        node.kwargs = {**node.kwargs, name: value}
-        return
-    schema = node.target._schema.arguments
-    position = [a.name for a in schema].index(name)
-    args = list(node.args) + [a.default_value for a in schema[len(node.args):position + 1]]
-    args[position] = value
-    node.args = tuple(args)
 
 
 def call_on_fakes(graph: fx.Graph, target: Any, *args: Any) -> fx.Node | None:

@@ -92,9 +92,15 @@ def vectors_unread(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     :func:`values_only`."""
     if func not in OPTIONAL_VECTORS or not _VECTORS_UNREAD.get():
         return args, kwargs
+    return no_vectors_asked(func, args, kwargs)
+
+
+def no_vectors_asked(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of the spectral op ``func`` with its vectors flag (``OPTIONAL_VECTORS``)
+    off, where it is given: by position or by name."""
     flag = OPTIONAL_VECTORS[func][0]
     position = [a.name for a in func._schema.arguments].index(flag)
-    if position < len(args):
+    if position < len(args) and flag not in kwargs:
         return (*args[:position], False, *args[position + 1:]), kwargs
     return args, {**kwargs, flag: False}
 
