@@ -31,10 +31,15 @@ OUT ?= out
 
 .PHONY: install demo test test-all test-compat compat-table bench coverage clean
 
+# the default release's venv also gets the third-party models the benchmarks and their tests
+# run (the "models" extra); the compatibility runs do not use them
+comma := ,
+EXTRAS := $(if $(filter $(DEFAULT_TORCH),$(TORCH)),test$(comma)bench$(comma)models,test$(comma)bench)
+
 $(VENV)/.installed-torch-$(TORCH): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q $(PIP_FLAGS) torch==$(TORCH)
-	$(PIP) install -q $(PIP_FLAGS) -e '.[test,bench]' torch==$(TORCH)
+	$(PIP) install -q $(PIP_FLAGS) -e '.[$(EXTRAS)]' torch==$(TORCH)
 	rm -f $(VENV)/.installed-torch-*
 	touch $@
 

@@ -89,7 +89,9 @@ def bench(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2
-    print(f"realify bench: {len(cases)} workload variant(s), size={args.size}, modes={','.join(modes)}, "
+    gemm_only = ",".join(m for m in modes if runner.MODES[m].gemm_only)
+    only_note = f" ({gemm_only}: GEMM/convolution workloads only)" if gemm_only else ""
+    print(f"realify bench: {len(cases)} workload variant(s), size={args.size}, modes={','.join(modes)}{only_note}, "
           f"repeat={args.repeat}", file=sys.stderr)
     start = time.perf_counter()
     rows = runner.run(cases, size=args.size, modes=modes, repeat=args.repeat, warmup=args.warmup,
@@ -98,9 +100,7 @@ def bench(args: argparse.Namespace) -> int:
     m = report.machine()
     print(f"\n{m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads); "
           f"total {time.perf_counter() - start:.0f} s")
-    failed = [r for r in rows if r.status != "ok"]
-    if failed:
-        print(f"{len(failed)} run(s) failed or differ from eager; see the status column.")
+    _explain_problems(rows)
     if args.json:
         report.write_json(rows, args.json, size=args.size, repeat=args.repeat, warmup=args.warmup,
                           device=args.device, modes=modes, cold_compile=not args.warm_cache)
@@ -109,6 +109,24 @@ def bench(args: argparse.Namespace) -> int:
         report.plot(rows, args.plot, title=f"realify bench --size {args.size} ({m['cpu']}, {m['cores']} cores)")
         print(f"wrote {args.plot}")
     return 0
+
+
+def _explain_problems(rows) -> None:
+    """Every failed, wrong or skipped run in full, and whose code it was: the table cuts its
+    status column short."""
+    from .bench import runner
+
+    problems = [r for r in rows if r.status != "ok"]
+    if not problems:
+        return
+    print(f"\n{len(problems)} run(s) did not pass:")
+    for r in problems:
+        if r.status == "skipped":
+            print(f"- {r.label}, {r.mode}: skipped: {r.error}")
+            continue
+        what = f"failed in {runner.MODES[r.mode].owner}" if r.status == "failed" else \
+            f"differs from eager (max rel err {r.max_rel_err:.1e} > {r.rtol:g}) under {runner.MODES[r.mode].owner}"
+        print(f"- {r.label}, {r.mode}: {what}" + (f": {r.error}" if r.error else ""))
 
 
 def demo(args: argparse.Namespace) -> int:

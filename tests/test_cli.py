@@ -7,6 +7,7 @@ hidden ``--size tiny``; the code paths (timing, correctness check, JSON, plot) a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -90,19 +91,19 @@ def test_failing_mode_is_a_failed_row_with_a_one_line_reason(monkeypatch):
             raise RuntimeError("no rule for aten.frobnicate\nsecond line")
         return broken
 
-    row = _with_mode(monkeypatch, runner.Mode("broken", "raises", wrap, compiled=False))
+    row = _with_mode(monkeypatch, runner.Mode("broken", "raises", "a test mode", wrap, compiled=False))
     assert row.status == "failed" and row.error == "RuntimeError: no rule for aten.frobnicate"
     assert row.median_ms is None and "FAILED" in report.format_table([row])
 
 
 def test_wrong_result_is_flagged(monkeypatch):
-    row = _with_mode(monkeypatch, runner.Mode("off", "1% off", lambda fn: lambda *a: fn(*a) * 1.01, compiled=False))
+    row = _with_mode(monkeypatch, runner.Mode("off", "1% off", "a test mode", lambda fn: lambda *a: fn(*a) * 1.01, compiled=False))
     assert row.status == "wrong" and row.max_rel_err == pytest.approx(0.01, rel=1e-3)
     assert row.status_text().startswith("WRONG")
 
 
 def test_compiled_mode_without_a_graph_is_a_failure(monkeypatch):
-    row = _with_mode(monkeypatch, runner.Mode("fake-compile", "runs eagerly", lambda fn: fn))
+    row = _with_mode(monkeypatch, runner.Mode("fake-compile", "runs eagerly", "a test mode", lambda fn: fn))
     assert row.status == "failed" and "no graph was compiled" in row.error
 
 
@@ -115,9 +116,20 @@ def test_max_rel_err():
     assert runner.max_rel_err((z + 0.02j,), (z,)) == pytest.approx(0.01)
 
 
+def _installed(w: workloads.Workload) -> None:
+    """Skip, naming the package, where a third-party workload's package is missing (the
+    default venv installs the "models" extra: make test)."""
+    if w.third_party is not None:
+        try:
+            w.make("tiny", False, seed=0)
+        except workloads.WorkloadUnavailable as e:
+            pytest.skip(str(e))
+
+
 @pytest.mark.parametrize("name", workloads.names())
 def test_workloads_are_deterministic_and_differentiable(name):
     w = workloads.get(name)
+    _installed(w)
     for train in (False, True) if w.trainable else (False,):
         fn1, inputs1 = w.make("tiny", train, seed=3)
         fn2, inputs2 = w.make("tiny", train, seed=3)
@@ -126,6 +138,52 @@ def test_workloads_are_deterministic_and_differentiable(name):
         if train:
             assert out1.dim() == 0 and not out1.dtype.is_complex
             out1.backward()
+
+
+THIRD_PARTY = [w.name for w in workloads.WORKLOADS.values() if w.third_party]
+
+
+@pytest.mark.parametrize("name", THIRD_PARTY)
+def test_third_party_models_match_eager_through_realify(name):
+    """The real packages' models (neuraloperator's FNO with its graph breaks, complextorch's
+    layers, auraloss's STFT loss) through realify's real graphs: outputs, and the loss and
+    every gradient of a training step, against eager PyTorch."""
+    w = workloads.get(name)
+    _installed(w)
+    rows = runner.run(runner.select([name], train=True), size="tiny", modes=FAST.split(","), repeat=1, warmup=0,
+                      progress=False)
+    for row in rows:
+        assert row.status == "ok", (row.label, row.mode, row.status_text())
+    assert {(r.variant, r.mode) for r in rows} == {(v, m) for v in ("fwd", "train") for m in FAST.split(",")}
+
+
+def test_missing_package_is_a_skipped_row_that_says_what_to_install(monkeypatch, capsys):
+    def unavailable(**_):
+        raise workloads.WorkloadUnavailable("neuraloperator is not installed: pip install 'realify[models]'")
+
+    w = workloads.get("neuralop-fno")
+    monkeypatch.setitem(workloads.WORKLOADS, w.name, dataclasses.replace(w, builder=unavailable))
+    rows = runner.run(runner.select(["neuralop-fno"]), size="tiny", modes=FAST.split(","), repeat=1, progress=False)
+    assert [r.status for r in rows] == ["skipped", "skipped"]
+    cli._explain_problems(rows)
+    printed = capsys.readouterr().out
+    assert "neuralop-fno fwd, realify-eager: skipped: neuraloperator is not installed: pip install 'realify[models]'" in printed
+
+
+def test_failure_reasons_are_printed_whole_and_say_whose_failure(monkeypatch, capsys):
+    long = "shape '[1048576, 2]' is invalid for input of size 1048576 " + "x" * 200
+
+    def wrap(fn):
+        def broken(*args):
+            raise RuntimeError(long)
+        return broken
+
+    row = _with_mode(monkeypatch, runner.Mode("broken", "raises", "PyTorch's experimental complex wrapper", wrap,
+                                              compiled=False))
+    assert "…" in report.format_table([row])  # the table's column is cut short
+    cli._explain_problems([row])
+    printed = capsys.readouterr().out
+    assert f"gemm-256 fwd, broken: failed in PyTorch's experimental complex wrapper: RuntimeError: {long}" in printed
 
 
 def test_coverage_slot(monkeypatch, capsys):

@@ -50,6 +50,7 @@ class Mode:
 
     name: str
     description: str
+    owner: str  # whose code runs the workload in this mode (a failure is theirs)
     wrap: Callable[[Callable], Callable]
     context: Callable[[], ContextManager] = contextlib.nullcontext
     gemm_only: bool = False  # only for workloads with complex GEMM/convolution
@@ -73,20 +74,22 @@ def _gemm4() -> ContextManager:
 
 
 MODES: dict[str, Mode] = {m.name: m for m in [
-    Mode("eager", "plain PyTorch on complex tensors, no compilation", lambda fn: fn, compiled=False),
+    Mode("eager", "plain PyTorch on complex tensors, no compilation", "eager PyTorch", lambda fn: fn,
+         compiled=False),
     Mode("inductor", "torch.compile(fn): default backend (Inductor), complex ops as PyTorch handles them",
-         torch.compile),
+         "torch.compile's default backend (PyTorch)", torch.compile),
     Mode("complex-wrapper", "torch.compile(fn) under torch._functorch.config.patch(enable_complex_wrapper=True)",
-         torch.compile, lambda: torch._functorch.config.patch(enable_complex_wrapper=True)),
+         "PyTorch's experimental complex wrapper (enable_complex_wrapper), not realify", torch.compile,
+         lambda: torch._functorch.config.patch(enable_complex_wrapper=True)),
     Mode("realify", "realify.compile(fn, inner='inductor'): real-only graph, 3-multiplication complex GEMM",
-         _realify("inductor")),
-    Mode("realify-4m", "realify with realify.config.patch(gemm_multiplications=4)",
-         _realify("inductor"), _gemm4, gemm_only=True),
+         "realify", _realify("inductor")),
+    Mode("realify-4m", "realify with realify.config.patch(gemm_multiplications=4) (GEMM/convolution workloads only)",
+         "realify", _realify("inductor"), _gemm4, gemm_only=True),
     # fast modes for tests: no Inductor code generation
-    Mode("aot-eager", "torch.compile(fn, backend='aot_eager')",
+    Mode("aot-eager", "torch.compile(fn, backend='aot_eager')", "torch.compile's aot_eager backend (PyTorch)",
          lambda fn: torch.compile(fn, backend="aot_eager"), hidden=True),
     Mode("realify-eager", "realify.compile(fn, inner='eager'): the real graph run by the FX interpreter",
-         _realify("eager"), hidden=True),
+         "realify", _realify("eager"), hidden=True),
 ]}
 DEFAULT_MODES = tuple(name for name, m in MODES.items() if not m.hidden)
 
@@ -100,7 +103,7 @@ class Row:
     variant: str  # "fwd" or "train"
     mode: str
     size: str
-    status: str  # "ok", "wrong" (result differs from eager), "failed"
+    status: str  # "ok", "wrong" (result differs from eager), "failed", "skipped" (package not installed)
     error: str | None = None
     median_ms: float | None = None
     min_ms: float | None = None
@@ -123,6 +126,8 @@ class Row:
     def status_text(self) -> str:
         if self.status == "failed":
             return f"FAILED: {self.error}"
+        if self.status == "skipped":
+            return f"skipped: {self.error}"
         text = "ok" if self.status == "ok" else f"WRONG (> {self.rtol:g})"
         return f"{text} ({'; '.join(self.notes)})" if self.notes else text
 
@@ -199,7 +204,8 @@ def run(cases: Sequence[Case], *, size: str = "small", modes: Sequence[str] = DE
                 row.speedup = baseline / row.median_ms
             rows.append(row)
             if on_row is not None:
-                on_row(row)
+                with bar.external_write_mode():  # the bar steps aside while the row prints
+                    on_row(row)
             bar.update(1)
     finally:
         bar.close()
@@ -257,6 +263,8 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
                 recompiled = int(counters["stats"]["unique_graphs"]) - row.graphs
                 if recompiled:
                     row.notes.append(f"{recompiled} recompile(s) after the first call")
+        except _workloads.WorkloadUnavailable as e:
+            row.status, row.error = "skipped", str(e)
         except Exception as e:  # noqa: BLE001 - a failing mode is a result, not a crash
             row.status, row.error = "failed", one_line(e)
             log.info("%s %s under %s failed: %s", w.name, case.variant, mode.name, row.error)
@@ -387,14 +395,16 @@ class _Capture(logging.Handler):
 
 
 def _progress(total: int, enabled: bool):
+    """A progress bar on a terminal's stderr; none where stderr is a pipe or a file (a bar
+    there is a stream of carriage-return frames glued to the results)."""
+    import sys
+
     try:
         from tqdm import tqdm
     except ImportError:  # tqdm is in the "bench" extra
         enabled = False
-    if not enabled:
+    if not enabled or not sys.stderr.isatty():
         return _NoBar()
-    import sys
-
     return tqdm(total=total, file=sys.stderr, unit="run", dynamic_ncols=True, leave=False)
 
 
@@ -407,6 +417,9 @@ class _NoBar:
 
     def close(self) -> None:
         pass
+
+    def external_write_mode(self) -> ContextManager:
+        return contextlib.nullcontext()
 
 
 # --------------------------------------------------------------------------- demo

@@ -16,6 +16,7 @@ grad. The benchmark runner adds the backward pass and, for modules, an SGD step.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from typing import Any, Callable
 
@@ -32,10 +33,11 @@ __all__ = [
     "rotary_freqs", "apply_rotary_emb", "rotary_loss",
     "SpectralConv2d", "FNOBlock",
     "S4DKernel", "S4DConv", "LRU",
-    "ModReLU", "Cardioid", "ComplexCNN",
+    "ModReLU", "Cardioid", "ComplexCNN", "ComplexTorchCNN",
     "STFTMaskModel",
     "QuantumCircuit",
     "LossWrapper",
+    "WorkloadUnavailable",
 ]
 
 
@@ -305,6 +307,65 @@ class LossWrapper(nn.Module):
         return self.loss(self.model(*args[:-1]), args[-1])
 
 
+# --------------------------------------------------------------------------- third-party models
+# Models from packages people use, built as their documentation builds them (the "models"
+# extra: pip install 'realify[models]'). Their graph breaks and layouts are theirs, not ours.
+
+
+class WorkloadUnavailable(ImportError):
+    """A workload whose package is not installed (the runner reports it as skipped)."""
+
+
+def _package(module: str, distribution: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise WorkloadUnavailable(
+            f"{distribution} is not installed ({e}): pip install 'realify[models]' (or pip install "
+            f"{distribution}) to run this workload") from None
+
+
+def _build_neuralop_fno(batch: int, grid: int, modes: int, hidden: int, layers: int, train: bool):
+    """neuraloperator's FNO (the package's own model, as its examples build it), on a 2-D field."""
+    models = _package("neuralop.models", "neuraloperator")
+    model = models.FNO(n_modes=(modes, modes), hidden_channels=hidden, n_layers=layers, in_channels=1, out_channels=1)
+    return _mse_variant(model, torch.randn(batch, 1, grid, grid), train)
+
+
+class ComplexTorchCNN(nn.Module):
+    """A complex-valued CNN from complextorch's layers: complex Conv2d (cfloat weights),
+    cardioid and modReLU activations, complex average pooling, a complex Linear, |z| logits."""
+
+    def __init__(self, channels: int = 16, classes: int = 10):
+        super().__init__()
+        cvnn = _package("complextorch.nn", "complextorch")
+        self.conv1, self.act1 = cvnn.Conv2d(1, channels, 3, padding=1), cvnn.CVCardiod()
+        self.conv2, self.act2 = cvnn.Conv2d(channels, 2 * channels, 3, padding=1, stride=2), cvnn.modReLU()
+        self.pool = cvnn.AdaptiveAvgPool2d(4)
+        self.fc = cvnn.Linear(2 * channels * 16, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act2(self.conv2(self.act1(self.conv1(x))))
+        return self.fc(self.pool(x).flatten(1)).abs()
+
+
+def _build_complextorch_cnn(batch: int, channels: int, train: bool):
+    model = ComplexTorchCNN(channels)
+    x = torch.randn(batch, 1, 28, 28, dtype=C64)
+    if not train:
+        return model, (x,)
+    return LossWrapper(model, F.cross_entropy), (x, torch.randint(0, 10, (batch,)))
+
+
+def _build_auraloss_mrstft(batch: int, samples: int, train: bool):
+    """auraloss's multi-resolution STFT loss (three STFTs of each signal, spectral convergence
+    and log-magnitude terms), the training loss of many audio models; its training variant
+    differentiates it with respect to the predicted signal."""
+    freq = _package("auraloss.freq", "auraloss")
+    prediction = torch.randn(batch, 1, samples, requires_grad=train)
+    return freq.MultiResolutionSTFTLoss(), (prediction, torch.randn(batch, 1, samples))
+
+
 # --------------------------------------------------------------------------- registry
 @dataclasses.dataclass(frozen=True)
 class Workload:
@@ -313,7 +374,8 @@ class Workload:
     ``sizes`` maps ``"tiny"`` / ``"small"`` / ``"large"`` to the builder's keyword arguments;
     ``trainable`` says whether a training variant exists; ``gemm`` whether the workload holds
     complex matrix products or convolutions (so ``gemm_multiplications`` matters); ``rtol``
-    is the normwise relative error to eager above which a compiled result counts as wrong.
+    is the normwise relative error to eager above which a compiled result counts as wrong;
+    ``third_party`` names the package whose model it runs (the "models" extra).
     """
 
     name: str
@@ -323,6 +385,7 @@ class Workload:
     trainable: bool = False
     gemm: bool = False
     rtol: float = 1e-4
+    third_party: str | None = None
 
     def make(self, size: str = "small", train: bool = False, *, device: str | torch.device = "cpu",
              seed: int | None = None) -> tuple[Any, tuple]:
@@ -415,7 +478,22 @@ def _gemm_workload(n: int) -> Workload:
     )
 
 
+# real third-party models first: what users run
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload("neuralop-fno", "neuraloperator's FNO (n_layers spectral convolutions with complex weights, its own "
+             "graph breaks)", _build_neuralop_fno,
+             {"tiny": dict(batch=2, grid=16, modes=4, hidden=8, layers=2),
+              "small": dict(batch=8, grid=64, modes=16, hidden=32, layers=4),
+              "large": dict(batch=32, grid=128, modes=32, hidden=64, layers=4)}, trainable=True, gemm=True,
+             third_party="neuraloperator"),
+    Workload("complextorch-cnn", "complextorch layers: complex Conv2d, cardioid, modReLU, pooling, Linear",
+             _build_complextorch_cnn,
+             {"tiny": dict(batch=2, channels=4), "small": dict(batch=32, channels=16), "large": dict(batch=256, channels=32)},
+             trainable=True, gemm=True, third_party="complextorch"),
+    Workload("auraloss-mrstft", "auraloss's multi-resolution STFT loss (3 STFT sizes, spectral convergence, log "
+             "magnitude)", _build_auraloss_mrstft,
+             {"tiny": dict(batch=1, samples=4096), "small": dict(batch=4, samples=16000),
+              "large": dict(batch=16, samples=160000)}, trainable=True, third_party="auraloss"),
     Workload("docs-chain", "atan(cos(a*b)/sin(a+b)) on complex64 vectors", _build_docs_chain,
              {"tiny": {"n": 1000}, "small": {"n": 1 << 20}, "large": {"n": 1 << 24}}),
     _gemm_workload(256),
