@@ -5,12 +5,14 @@ input that enters interleaved or a ``view_as_complex`` in the program, enters th
 as the two parts ``select(P, -1, 0)`` and ``select(P, -1, 1)`` of one real ``(..., 2)`` tensor
 ``P``. Whether to keep working on ``P`` itself is this pass's decision, made by three
 rewrites, each a pattern and its replacement, applied in one walk over the graph in order (a
-rewrite's result is already in the form the later patterns look for):
+rewrite's result is already in the form the later patterns look for; rule 4 applies at the
+FFT, before the nodes that rule 1 and 2 then rewrite):
 
 1. **A view of a part is a part of the view**: ``V(select(P, -1, k))`` becomes
    ``select(V'(P), -1, k)``, ``V'`` the same view with the pair dimension kept last
-   (unsqueeze, squeeze, slice, select, expand, view, permute, transpose), one ``V'(P)`` node
-   shared by both parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs.
+   (unsqueeze, squeeze, slice, select, expand, view, permute, transpose; and ``roll`` along
+   given dims, which moves elements as a view would), one ``V'(P)`` node shared by both
+   parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs.
 2. **Parts put back together are the pairs**: ``stack([select(P, -1, 0), select(P, -1, 1)],
    -1)`` (``view_as_real`` of such a value, an FFT's input) becomes ``P``: no copy.
 3. **A product on pairs** (the compile backend only, ``realify.config.interleaved_products``):
@@ -24,19 +26,28 @@ rewrite's result is already in the form the later patterns look for):
    inputs that entered interleaved stay planar: they usually feed more arithmetic, which a
    compiler fuses with the planar formula; and exported programs keep standard ops only.
 
-Rules 1 and 2 change no value and no layout a caller can see (the graph's outputs are laid out
+4. **An FFT whose result is only wanted as pairs computes the pairs**: where every use of
+   the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them)
+   ends in a stack back into pairs, the FFT becomes its ``*_pairs`` variant, which returns
+   the FFT library's own interleaved result: no split into planes and back. Rules 1 and 2 then
+   carry the views, rolls (``fftshift``) and stacks over to the pairs. A spectrum that leaves
+   the graph (at a graph break, or as an output) costs no copy.
+
+Rules 1, 2 and 4 change no value and no layout a caller can see (the graph's outputs are laid out
 by realify/boundary.py); rule 3 changes how a product rounds only as ATen's complex kernel
 rounds it.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
+from . import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
 from .passes import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
@@ -51,7 +62,9 @@ def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozens
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
-        if node.target in _VIEWS_ON_PAIRS:
+        if node.target in _FFT_PAIRS:
+            changed |= _fft_as_pairs(graph, node)
+        elif node.target in _ON_PAIRS:
             changed |= _view_of_part(graph, node, views)
         elif node.target is aten.stack.default:
             changed |= _parts_stacked(node)
@@ -85,6 +98,12 @@ _VIEWS_ON_PAIRS: dict[Any, Callable[..., tuple[Any, tuple]]] = {
     aten.permute.default: lambda p, n, dims: (aten.permute.default, ([*(_dim(d, n) for d in dims), n],)),
     aten.transpose.int: lambda p, n, d0, d1: (aten.transpose.int, (_dim(d0, n), _dim(d1, n))),
 }
+# element moves that act on positions as views do (a roll without dims rolls the flattened
+# tensor, which on pairs would move parts between elements: left as it is)
+_ON_PAIRS = {
+    **_VIEWS_ON_PAIRS,
+    aten.roll.default: lambda p, n, shifts, dims=(): (aten.roll.default, (shifts, [_dim(d, n) for d in dims])) if dims else None,
+}
 
 
 def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
@@ -93,7 +112,10 @@ def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
         return False
     pairs, k = part
     p = pairs.meta["val"]
-    op, args = _VIEWS_ON_PAIRS[node.target](p, p.dim() - 1, *node.args[1:])
+    on_pairs = _ON_PAIRS[node.target](p, p.dim() - 1, *node.args[1:])
+    if on_pairs is None:
+        return False
+    op, args = on_pairs
     key = (op, pairs, repr(args))  # sizes may be symbolic: compared as written
     viewed = views.get(key)
     if viewed is None:
@@ -112,13 +134,10 @@ def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
 
 
 def _parts_stacked(node: fx.Node) -> bool:
-    tensors = node.args[0]
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    out = node.meta.get("val")
-    if len(tensors) != 2 or not isinstance(out, torch.Tensor) or _dim(dim, out.dim()) != out.dim() - 1:
+    if not _stacks_pairs(node):
         return False
-    pairs = _pairs_of(*tensors)
-    if pairs is None or pairs.meta["val"].shape != out.shape:
+    pairs = _pairs_of(*node.args[0])
+    if pairs is None or pairs.meta["val"].shape != node.meta["val"].shape:
         return False
     node.replace_all_uses_with(pairs)
     return True
@@ -191,6 +210,60 @@ def _root(pairs: fx.Node) -> fx.Node:
         pairs = pairs.args[0]
     return pairs
 
+
+
+# ---- rule 4: FFTs ------------------------------------------------------------------------------
+
+_FFT_PAIRS = {
+    torch.ops.realify.fft_c2c.default: torch.ops.realify.fft_c2c_pairs.default,
+    torch.ops.realify.fft_r2c.default: torch.ops.realify.fft_r2c_pairs.default,
+}
+
+
+def _fft_as_pairs(graph: fx.Graph, fft: fx.Node) -> bool:
+    parts = list(fft.users)
+    if not parts or fft.kwargs or not all(p.target is operator.getitem for p in parts) or not _only_restacked(parts):
+        return False
+    with graph.inserting_before(fft):
+        pairs = call_on_fakes(graph, _FFT_PAIRS[fft.target], *fft.args)
+    if pairs is None:
+        return False
+    for part in parts:
+        with graph.inserting_before(part):
+            part.replace_all_uses_with(call_on_fakes(graph, aten.select.int, pairs, -1, part.args[1]))
+        graph.erase_node(part)
+    graph.erase_node(fft)  # an op realify made: dead-code elimination keeps such ops
+    return True
+
+
+def _only_restacked(parts: list[fx.Node]) -> bool:
+    """Whether every use of ``parts``, through views and rolls of them, is a stack of two
+    values into pairs that something reads as pairs (a part of the stack read back is a part
+    again, followed in turn)."""
+    todo, read_as_pairs = list(parts), False
+    while todo:
+        node = todo.pop()
+        for user in node.users:
+            if user.target in _ON_PAIRS and user.args[0] is node and not user.kwargs:
+                todo.append(user)
+            elif not _stacks_pairs(user):
+                return False
+            else:
+                for reader in user.users:
+                    if _pair_part(reader) is not None and reader.args[0] is user:
+                        todo.append(reader)
+                    else:
+                        read_as_pairs = True
+    return read_as_pairs
+
+
+def _stacks_pairs(node: fx.Node) -> bool:
+    """``stack([re, im], -1)``: two values into pairs."""
+    if node.target is not aten.stack.default or len(node.args[0]) != 2:
+        return False
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    out = node.meta.get("val")
+    return isinstance(out, torch.Tensor) and _dim(dim, out.dim()) == out.dim() - 1
 
 
 # ---- shared ------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         torch.ops.realify.fft_c2c.default: fft_c2c,
         torch.ops.realify.fft_r2c.default: fft_r2c,
         torch.ops.realify.fft_c2r.default: fft_c2r,
+        torch.ops.realify.fft_c2c_pairs.default: fft_c2c_pairs,
+        torch.ops.realify.fft_r2c_pairs.default: fft_r2c_pairs,
         # realify's rules read signs of zeros (branch cuts, C99 special values): the default
         # translations have no copysign and a signbit that is false for -0.0
         torch.ops.aten.copysign.Tensor: copysign,
@@ -97,9 +99,9 @@ def to_onnx(
 # ---- translations of the realify:: FFT ops (onnxscript, traced at export time) -------------
 
 
-def fft_c2c(x, dim: Sequence[int], normalization: int, forward: bool):
-    """realify::fft_c2c -> DFT over each dim of the ``(*shape, 2)`` pairs (DFT's own complex
-    layout), then the scale; the result split into planar (re, im).
+def fft_c2c_pairs(x, dim: Sequence[int], normalization: int, forward: bool):
+    """realify::fft_c2c_pairs -> DFT over each dim of the ``(*shape, 2)`` pairs (DFT's own
+    complex layout), then the scale.
 
     X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N) per dim; ONNX's inverse DFT has the
     1/N of each dim built in, so the inverse result is multiplied by n * scale."""
@@ -107,12 +109,17 @@ def fft_c2c(x, dim: Sequence[int], normalization: int, forward: bool):
     z = x
     for d in dims:
         z = op.DFT(z, None, _axis(d), inverse=0 if forward else 1, onesided=0)
-    return _unstack(_normalize(z, _length(x, dims), normalization, inverse=not forward))
+    return _normalize(z, _length(x, dims), normalization, inverse=not forward)
 
 
-def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
-    """realify::fft_r2c -> a real DFT on the last dim (onesided: bins 0 .. N//2), then full
-    DFTs on the other dims; the result split into planar (re, im).
+def fft_c2c(x, dim: Sequence[int], normalization: int, forward: bool):
+    """realify::fft_c2c -> :func:`fft_c2c_pairs`, split into planar (re, im)."""
+    return _unstack(fft_c2c_pairs(x, dim, normalization, forward))
+
+
+def fft_r2c_pairs(x, dim: Sequence[int], normalization: int, onesided: bool):
+    """realify::fft_r2c_pairs -> a real DFT on the last dim (onesided: bins 0 .. N//2), then
+    full DFTs on the other dims, as pairs.
 
     X[k] = scale * sum_n x[n] exp(-2 pi i k n / N); scale = 1, 1/sqrt(n), 1/n for codes 0/1/2."""
     dims = _wrapped(x, dim)
@@ -121,7 +128,12 @@ def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
     z = op.DFT(z, None, _axis(dims[-1]), inverse=0, onesided=1 if onesided else 0)
     for d in dims[:-1]:
         z = op.DFT(z, None, _axis(d), inverse=0, onesided=0)
-    return _unstack(_normalize(z, n, normalization, inverse=False))
+    return _normalize(z, n, normalization, inverse=False)
+
+
+def fft_r2c(x, dim: Sequence[int], normalization: int, onesided: bool):
+    """realify::fft_r2c -> :func:`fft_r2c_pairs`, split into planar (re, im)."""
+    return _unstack(fft_r2c_pairs(x, dim, normalization, onesided))
 
 
 def fft_c2r(x, dim: Sequence[int], normalization: int, last_dim_size: int):

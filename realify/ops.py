@@ -13,6 +13,9 @@ model's training step; docs/benchmarks.md, "Measurements behind design choices")
 - ``realify::fft_c2c(x, dim, normalization, forward) -> (re, im)``        (aten._fft_c2c)
 - ``realify::fft_r2c(x, dim, normalization, onesided) -> (re, im)``       (aten._fft_r2c)
 - ``realify::fft_c2r(x, dim, normalization, last_dim_size) -> real``      (aten._fft_c2r)
+- ``realify::fft_c2c_pairs``, ``realify::fft_r2c_pairs``: the same transforms with the result
+  as contiguous pairs, where nothing but pairs is made of it (realify/layout.py decides: an
+  FFT whose result leaves the graph, through a graph break for instance, costs no copy)
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
 - ``realify::fusion_barrier(x) -> x``         (a value Inductor stores rather than recomputes)
 
@@ -34,7 +37,7 @@ import torch
 
 aten = torch.ops.aten
 
-__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "cmul_pairs", "fusion_barrier"]
+__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "fusion_barrier"]
 
 
 def _as_pairs(x: torch.Tensor) -> torch.Tensor:
@@ -106,6 +109,26 @@ def _c2c_backward(ctx, grad_re, grad_im):
 fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
 
 
+@torch.library.custom_op("realify::fft_c2c_pairs", mutates_args=())
+def fft_c2c_pairs(x: torch.Tensor, dim: list[int], normalization: int, forward: bool) -> torch.Tensor:
+    # fft_c2c, the result as (re, im) pairs
+    z = torch.view_as_complex(_as_pairs(x))
+    return _to_pairs(aten._fft_c2c.default(z, _wrap(z.dim(), dim), normalization, forward))
+
+
+@fft_c2c_pairs.register_fake
+def _(x, dim, normalization, forward):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _c2c_pairs_backward(ctx, grad):
+    # as fft_c2c's: the transform in the other direction, same normalization
+    return fft_c2c_pairs(grad, ctx.dim, ctx.normalization, not ctx.forward), None, None, None
+
+
+fft_c2c_pairs.register_autograd(_c2c_pairs_backward, setup_context=_c2c_setup)
+
+
 # ---- r2c ------------------------------------------------------------------------------------
 
 
@@ -116,12 +139,17 @@ def fft_r2c(x: torch.Tensor, dim: list[int], normalization: int,
     return _fresh_parts(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
 
 
-@fft_r2c.register_fake
-def _(x, dim, normalization, onesided):
+def _r2c_shape(x: torch.Tensor, dim: Sequence[int], onesided: bool) -> list:
     shape = list(x.shape)
     if onesided:
         last = _last(x.dim(), dim)
         shape[last] = _onesided_size(shape[last])
+    return shape
+
+
+@fft_r2c.register_fake
+def _(x, dim, normalization, onesided):
+    shape = _r2c_shape(x, dim, onesided)
     return x.new_empty(shape), x.new_empty(shape)
 
 
@@ -145,6 +173,21 @@ def _r2c_backward(ctx, grad_re, grad_im):
 
 
 fft_r2c.register_autograd(_r2c_backward, setup_context=_r2c_setup)
+
+
+@torch.library.custom_op("realify::fft_r2c_pairs", mutates_args=())
+def fft_r2c_pairs(x: torch.Tensor, dim: list[int], normalization: int, onesided: bool) -> torch.Tensor:
+    # fft_r2c, the result as (re, im) pairs
+    return _to_pairs(aten._fft_r2c.default(x, _wrap(x.dim(), dim), normalization, onesided))
+
+
+@fft_r2c_pairs.register_fake
+def _(x, dim, normalization, onesided):
+    return x.new_empty([*_r2c_shape(x, dim, onesided), 2])
+
+
+fft_r2c_pairs.register_autograd(lambda ctx, grad: _r2c_backward(ctx, grad[..., 0], grad[..., 1]),
+                                setup_context=_r2c_setup)
 
 
 # ---- c2r ------------------------------------------------------------------------------------

@@ -418,7 +418,8 @@ def test_adapter_needs_a_realify_program():
 def test_translation_table_covers_the_fft_ops():
     table = onnx_translation_table()
     assert set(table) >= {torch.ops.realify.fft_c2c.default, torch.ops.realify.fft_r2c.default,
-                          torch.ops.realify.fft_c2r.default}
+                          torch.ops.realify.fft_c2r.default, torch.ops.realify.fft_c2c_pairs.default,
+                          torch.ops.realify.fft_r2c_pairs.default}
 
 
 def test_strict_capture_and_save_load(tmp_path):

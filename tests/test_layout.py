@@ -84,6 +84,53 @@ def test_layout_pass_keeps_pairs_through_views_and_decides_products():
     assert _targets(real) <= {"aten.slice.Tensor", "aten.unsqueeze.default"}
 
 
+def _spectrum_shifted(x):
+    # neuraloperator's spectral convolution up to its graph break: rfftn, fftshift, out
+    return torch.fft.fftshift(torch.fft.rfftn(x, dim=(-2, -1), norm="ortho"), dim=(-2,))
+
+
+def _spectrum_through_a_break(x, w):
+    z = _spectrum_shifted(x)
+    torch._dynamo.graph_break()
+    z = torch.fft.ifftshift(z * w, dim=(-2,))
+    return torch.fft.irfftn(z, s=x.shape[-2:], dim=(-2, -1), norm="ortho")
+
+
+def test_fft_wanted_as_pairs_computes_pairs():
+    # an FFT whose result only leaves as pairs (through an fftshift, rolled on the pairs) is
+    # the FFT library's interleaved result: no split into planes and stack back
+    x = torch.randn(2, 3, 8, 6)
+    gm = realify.decompose(_spectrum_shifted, [x], inputs="interleaved", outputs="interleaved")
+    assert _targets(gm) == {"realify.fft_r2c_pairs.default", "aten.roll.default"}, gm.code
+    torch.testing.assert_close(gm(x)[0], torch.view_as_real(_spectrum_shifted(x)), rtol=0, atol=0)
+    # read planar (|z|, or a part read back from the pairs into arithmetic): the planar FFT
+    for planar in (lambda x: _spectrum_shifted(x).abs(),
+                   lambda x: torch.view_as_real(_spectrum_shifted(x))[..., 0] * 2):
+        gm = realify.decompose(planar, [x])
+        assert "realify.fft_r2c.default" in _targets(gm) and "realify.fft_r2c_pairs.default" not in _targets(gm)
+        torch.testing.assert_close(gm(x)[0], planar(x), rtol=1e-6, atol=1e-6)
+    c2c = realify.decompose(lambda z: torch.fft.fft2(z).transpose(0, 1), [torch.randn(4, 5, dtype=torch.complex64)],
+                            inputs="interleaved", outputs="interleaved")
+    assert "realify.fft_c2c_pairs.default" in _targets(c2c) and "aten.stack.default" not in _targets(c2c)
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_spectrum_crossing_a_graph_break_matches_eager(inner):
+    # values and gradients where the spectrum leaves one graph as pairs and enters the next
+    x = torch.randn(2, 3, 8, 6, requires_grad=True)
+    w = torch.randn(8, 4, dtype=torch.complex64, requires_grad=True)
+    torch._dynamo.reset()
+    got = realify.compile(_spectrum_through_a_break, inner=inner)(x, w)
+    got.square().sum().backward()
+    got_grads = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    expected = _spectrum_through_a_break(x, w)
+    expected.square().sum().backward()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    for g, e in zip(got_grads, (x.grad, w.grad)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
 def _rotary_with_trainable_freqs(q, k, angles):
     # the frequency table differentiable too, so the backward needs every conj flag:
     # grad q = g * conj(f) and grad f = sum(g * conj(q))

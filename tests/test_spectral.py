@@ -252,13 +252,15 @@ def test_fft_custom_op_adjoints(n, norm):
     gradcheck = torch.autograd.gradcheck
     ops = realify.ops
     pairs = rand(3, n, 2, dtype=torch.float64, seed=1).requires_grad_()
-    for forward in (True, False):
-        assert gradcheck(lambda x: ops.fft_c2c(x, [0, 1], norm, forward), (pairs,))
-        assert torch.autograd.gradgradcheck(lambda x: ops.fft_c2c(x, [1], norm, forward), (pairs,))
+    for c2c in (ops.fft_c2c, ops.fft_c2c_pairs):
+        for forward in (True, False):
+            assert gradcheck(lambda x: c2c(x, [0, 1], norm, forward), (pairs,))
+            assert torch.autograd.gradgradcheck(lambda x: c2c(x, [1], norm, forward), (pairs,))
     re = rand(3, n, dtype=torch.float64, seed=2).requires_grad_()
-    for onesided in (True, False):
-        assert gradcheck(lambda a: ops.fft_r2c(a, [0, 1], norm, onesided), (re,))
-        assert torch.autograd.gradgradcheck(lambda a: ops.fft_r2c(a, [1], norm, onesided), (re,))
+    for r2c in (ops.fft_r2c, ops.fft_r2c_pairs):
+        for onesided in (True, False):
+            assert gradcheck(lambda a: r2c(a, [0, 1], norm, onesided), (re,))
+            assert torch.autograd.gradgradcheck(lambda a: r2c(a, [1], norm, onesided), (re,))
     half = rand(n // 2 + 1, 3, 2, dtype=torch.float64, seed=3).requires_grad_()
     assert gradcheck(lambda x: ops.fft_c2r(x, [1, 0], norm, n), (half,))
     assert torch.autograd.gradgradcheck(lambda x: ops.fft_c2r(x, [0], norm, n), (half,))
@@ -276,6 +278,9 @@ def test_fft_custom_ops_match_aten():
 
     torch.testing.assert_close(ops.fft_c2c(pairs, [0, -1], 1, True), planar(torch.fft.fftn(z, norm="ortho")))
     torch.testing.assert_close(ops.fft_r2c(x, [-1], 2, True), planar(torch.fft.rfft(x, norm="forward")))
+    # the *_pairs variants: the same transforms, as pairs
+    torch.testing.assert_close(ops.fft_c2c_pairs(pairs, [0, -1], 1, True), torch.view_as_real(torch.fft.fftn(z, norm="ortho")))
+    torch.testing.assert_close(ops.fft_r2c_pairs(x, [-1], 2, True), torch.view_as_real(torch.fft.rfft(x, norm="forward")))
     torch.testing.assert_close(ops.fft_c2r(pairs, [-1], 0, 12), torch.fft.irfft(z, 12, norm="forward"))
     strided = rand(7, 4, 2, dtype=torch.float64).transpose(0, 1)  # pairs not viewable as complex
     torch.testing.assert_close(ops.fft_c2c(strided, [1], 0, False),
@@ -290,7 +295,9 @@ def test_fft_custom_ops_fake_shapes():
     pairs, x = rand(4, 7, 2, dtype=torch.float64), rand(4, 9, dtype=torch.float64)
     calls = [lambda p, r: ops.fft_c2c(p, [0, 1], 2, False), lambda p, r: ops.fft_r2c(r, [0, -1], 1, True),
              lambda p, r: ops.fft_r2c(r, [1], 0, False), lambda p, r: ops.fft_c2r(p, [1], 0, 12),
-             lambda p, r: ops.fft_c2r(p.transpose(0, 1), [0, 1], 2, 7)]
+             lambda p, r: ops.fft_c2r(p.transpose(0, 1), [0, 1], 2, 7),
+             lambda p, r: ops.fft_c2c_pairs(p.transpose(0, 1), [0], 1, True), lambda p, r: ops.fft_r2c_pairs(r, [0, -1], 1, True),
+             lambda p, r: ops.fft_r2c_pairs(r, [1], 0, False)]
     for call in calls:
         real = call(pairs, x)
         with FakeTensorMode() as mode:
