@@ -28,7 +28,7 @@ FFT, before the nodes that rule 1 and 2 then rewrite):
 
 4. **An FFT whose result is only wanted as pairs computes the pairs**: where every use of
    the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them)
-   ends in a stack back into pairs, the FFT becomes its ``*_pairs`` variant, which returns
+   ends in a stack back into pairs or a copy into a part of pairs, the FFT becomes its ``*_pairs`` variant, which returns
    the FFT library's own interleaved result: no split into planes and back. Rules 1 and 2 then
    carry the views, rolls (``fftshift``) and stacks over to the pairs. A spectrum that leaves
    the graph (at a graph break, or as an output) costs no copy.
@@ -237,15 +237,18 @@ def _fft_as_pairs(graph: fx.Graph, fft: fx.Node) -> bool:
 
 
 def _only_restacked(parts: list[fx.Node]) -> bool:
-    """Whether every use of ``parts``, through views and rolls of them, is a stack of two
-    values into pairs that something reads as pairs (a part of the stack read back is a part
-    again, followed in turn)."""
+    """Whether every use of ``parts``, through views and rolls of them, puts them back into
+    pairs: a stack of two values into pairs that something reads as pairs (a part of the
+    stack read back is a part again, followed in turn), or a copy into a part of pairs (an
+    output written with eager's strides, realify/boundary.py ``leave``)."""
     todo, read_as_pairs = list(parts), False
     while todo:
         node = todo.pop()
         for user in node.users:
             if user.target in _ON_PAIRS and user.args[0] is node and not user.kwargs:
                 todo.append(user)
+            elif user.target is aten.copy_.default and user.args[1] is node and _pair_part(user.args[0]) is not None:
+                read_as_pairs = True
             elif not _stacks_pairs(user):
                 return False
             else:
