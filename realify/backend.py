@@ -1,12 +1,15 @@
 """The torch.compile backend: ``torch.compile(fn, backend="realify")``.
 
 Dynamo hands over a graph that may hold complex tensors. realify decomposes it into a
-real-only graph (:func:`realify.decompose`) whose complex inputs arrive planar — one real
-``(2, *shape)`` tensor each, made by one copy pass — and whose complex outputs are computed
-straight into the interleaved ``(*shape, 2)`` layout, so that ``torch.view_as_complex`` turns
-them back into complex tensors for free. That real graph goes to the inner compiler (Inductor
-by default), which differentiates it for training: forward and backward are both real.
-Inputs the program mutated in place are written back after each call.
+real-only graph (:func:`realify.decompose`) whose complex inputs arrive as their own
+``(*shape, 2)`` pairs (a free ``view_as_real``; under an inner compiler other than Inductor,
+large inputs are split into planes once instead: see "Boundary layouts" in
+docs/architecture.md) and whose complex outputs are computed straight into the interleaved
+``(*shape, 2)`` layout, so that ``torch.view_as_complex`` turns them back into complex
+tensors for free. That real graph goes to the inner compiler (Inductor by default), which
+differentiates it for training: forward and backward are both real. The compiled graph runs
+through :class:`realify.boundary.RealCall`, which also writes back the inputs the program
+mutated in place.
 """
 
 from __future__ import annotations
