@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any, Collection, Sequence
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ._dtypes import COMPLEX_TO_REAL
 
@@ -36,7 +37,7 @@ def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: di
     was not needed, never the other way round."""
     seen = set()
     for x in values:
-        if isinstance(x, torch.Tensor):
+        if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):  # a fake tensor has no memory
             try:
                 key = x.untyped_storage().data_ptr()
             except (RuntimeError, NotImplementedError):  # a wrapper subclass has no storage of its own

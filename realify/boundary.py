@@ -20,6 +20,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
@@ -374,8 +375,19 @@ def _write(target: torch.Tensor, new: torch.Tensor, layout: Layout) -> None:
     """The program's new value of an input it writes in place, into the caller's tensor;
     nothing to do where the program wrote through the caller's memory itself (an exported
     program writes the pairs it was given, a view of the input where the input is contiguous)."""
-    if new.data_ptr() == target.data_ptr() and target.dtype != torch.complex32:
+    if _same_address(new, target) and target.dtype != torch.complex32:
         same = pairs_of(target) if target.dtype.is_complex else target
         if same.dtype == new.dtype and same.shape == new.shape and same.stride() == new.stride():
             return
     target.copy_(to_complex(new, layout, target.dtype) if target.dtype.is_complex else new)
+
+
+def _same_address(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` start at one address; False for tensors without memory (fake
+    tensors: DDPOptimizer runs each compiled piece on fake inputs to trace the next)."""
+    if isinstance(a, FakeTensor) or isinstance(b, FakeTensor):
+        return False
+    try:
+        return a.data_ptr() == b.data_ptr()
+    except RuntimeError:  # another tensor without memory (a functional tensor)
+        return False

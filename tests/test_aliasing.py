@@ -275,3 +275,30 @@ def test_output_strides_contiguous_graph_unchanged(fresh_dynamo):
     targets = {n.target for n in graph.graph.nodes if n.op == "call_function"}
     assert torch.ops.aten.stack.default in targets
     assert torch.ops.aten.empty_strided.default not in targets
+
+
+def test_compiled_graph_runs_on_fake_inputs_that_it_writes():
+    # DDPOptimizer runs each compiled piece on fake tensors to trace the next piece: the
+    # runtime's write-back and overlap check must not read the memory fake tensors lack
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    def program(z, x):
+        z.mul_(2)
+        x.add_(1)
+        return z + 1, x * 2
+
+    z, x = _z(), torch.randn(4, 4)
+    call = realify.realify_backend(torch.fx.symbolic_trace(program), [z, x], inner="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns where a fake tensor's data pointer is read
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            out = call(mode.from_tensor(z), mode.from_tensor(x))
+    assert all(isinstance(o, FakeTensor) for o in out)
+    assert [(o.shape, o.dtype) for o in out] == [(z.shape, z.dtype), (x.shape, x.dtype)]
+    expected_z, expected_x = z * 2, x + 1
+    out = call(z, x)
+    _same(z, expected_z)
+    _same(x, expected_x)
+    _same(out[0], expected_z + 1)
