@@ -189,7 +189,11 @@ def _check(functions, arity, dtype, front_end):
 # (smaller graphs compile faster in sum, and spread over the test workers), and the slow marker
 # runs the full table. The derivative formulas themselves are the same op in every front end;
 # decompose and export check all of them in the default suite.
-COMPILED = ["sin", "cos", "tanh", "sqrt", "rsqrt", "asin", "acosh", "atanh", "log", "angle", "sgn", "pow2.5"]
+# acosh is the longest Inductor compile of the table (about 4 minutes on 2 cores): it runs
+# with the slow tables (-m slow), while rsqrt and asin, whose derivative formulas share its
+# rsqrt(1 -+ z^2) path, and the eager and decompose tables of acosh run in the default suite
+COMPILED = ["sin", "cos", "tanh", "sqrt", "rsqrt", "asin", pytest.param("acosh", marks=pytest.mark.slow), "atanh",
+            "log", "angle", "sgn", "pow2.5"]
 DTYPES = [torch.complex64, torch.complex128]
 CASES = [pytest.param(f, d, id=f"{f}-{str(d)[-9:].replace('complex', 'c')}",
                       marks=[pytest.mark.slow] if f == "compile" else [])
