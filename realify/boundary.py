@@ -279,7 +279,7 @@ def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
         x = x.contiguous()
     z = complex_of(x[..., 0], x[..., 1]) if x.dtype == torch.float16 else torch.view_as_complex(x)
-    return z if dtype is None else z.to(dtype)
+    return z if dtype is None or z.dtype == dtype else z.to(dtype)  # on every compiled call: no .to when it is one
 
 
 class RealCall:
