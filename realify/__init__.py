@@ -8,8 +8,10 @@ from . import backend, config
 from .backend import compile, realify_backend
 from .boundary import Boundary
 from .decompose import decompose
-from .errors import ComplexLeakError, MissingRuleError, RealifyError, RuleConflictError
+from .errors import ComplexLeakError, MissingRuleError, OptionsChangedError, RealifyError, RuleConflictError
+from .explain import Explanation, explain
 from .export import ComplexCallAdapter, export
+from .parameters import complex_parameters_as_real
 from .rules._derivative import decompositions as pointwise_decompositions
 from .tensor import ComplexTensor
 
@@ -20,14 +22,18 @@ __all__ = [
     "ComplexCallAdapter",
     "ComplexTensor",
     "ComplexLeakError",
+    "Explanation",
+    "OptionsChangedError",
     "MissingRuleError",
     "RealifyError",
     "RuleConflictError",
     "backend",
     "compile",
+    "complex_parameters_as_real",
     "realify_backend",
     "config",
     "decompose",
+    "explain",
     "export",
     "pointwise_decompositions",
 ]

@@ -24,11 +24,14 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_leaves
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from . import config
 from .boundary import RealCall, split
 from .decompose import decompose
+from .errors import OptionsChangedError
 from .islands import island_call, islands_in
+from .tensor import ComplexTensor
 
 log = logging.getLogger("realify")
 
@@ -40,6 +43,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     """Dynamo backend: decompose complex values, hand the real graph to ``inner``."""
     if inner == "inductor":
         inner_options = _inductor_config(inner_options)
+    if any(is_traceable_wrapper_subclass(x) and not isinstance(x, ComplexTensor) for x in example_inputs):
+        return _through_subclass_dispatch(gm, example_inputs, inner, inner_options, strict)
     inner_fn = _resolve_inner(inner, inner_options)
     if not _has_complex(gm, example_inputs):
         return inner_fn(gm, list(example_inputs))
@@ -71,8 +76,62 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         compiled = inner_fn(real_gm, real_examples)
     # writes to inputs come back as extra outputs, copied in after the call; outputs that are
     # views of inputs are taken from those inputs (boundary.RealCall)
-    return RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
+    call = RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
+    return _CompiledUnderOptions(call, captured)
+
+
+def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any], inner: Inner, inner_options: dict,
+                               strict: bool | None) -> Callable:
+    """A program over tensor subclasses (DTensor): AOTAutograd runs the subclasses' own dispatch
+    (a DTensor's sharding propagation and collectives) on the complex program, and realify
+    compiles the forward and backward graphs it yields, whose tensors are plain (a DTensor's
+    local shards) and may be complex. The subclasses never see realify's real ops: their
+    sharding rules know the complex program's ops, as in eager."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    def compile_plain(graph: fx.GraphModule, examples: Sequence[Any]) -> Callable:
+        return make_boxed_func(realify_backend(graph, examples, inner=inner, strict=strict, **inner_options))
+
+    return aot_module_simplified(gm, list(example_inputs), fw_compiler=compile_plain, bw_compiler=compile_plain)
+
+
+class _CompiledUnderOptions:
+    """The compiled call, refusing to run once an option that changes its values differs from
+    what it was compiled under: dynamo guards on autocast and grad mode, not on realify's
+    options, and would otherwise keep running code compiled for the old value (a program
+    compiled with complex_autocast off would silently stay in float32 after it is turned on,
+    and one compiled with it on would stay in bfloat16 after it is turned off)."""
+
+    OPTIONS = ("gemm_multiplications", "complex_autocast")
+
+    def __init__(self, call: RealCall, captured: fx.GraphModule):
+        self.call = call
+        self.values = tuple(getattr(config, name) for name in self.OPTIONS)
+        self.where = _first_source_line(captured)
+
+    def __call__(self, *args: Any) -> Any:
+        if (config.gemm_multiplications, config.complex_autocast) != self.values:
+            self._refuse()
+        return self.call(*args)
+
+    def _refuse(self):
+        changed = ", ".join(f"{name} from {old!r} to {getattr(config, name)!r}"
+                            for name, old in zip(self.OPTIONS, self.values) if getattr(config, name) != old)
+        raise OptionsChangedError(
+            f"realify.config changed since this function was compiled ({changed}){self.where}; "
+            "compiled code keeps the options it was compiled under. Set the option for every call of the "
+            "compiled function (realify.config.patch around all of them, or assign it once), or call "
+            "torch._dynamo.reset() after changing it to compile again.")
+
+
+def _first_source_line(gm: fx.GraphModule) -> str:
+    for node in gm.graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if trace:
+            return f" (graph starting at {trace.strip().splitlines()[0].strip()})"
+    return ""
 
 
 def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:

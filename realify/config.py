@@ -12,6 +12,16 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
   vectorized complex kernel) instead of planar arithmetic on stride-2 loads (the layout pass,
   realify/layout.py, read when a graph compiles). Off, every product is planar real
   arithmetic, as in what ``realify.export`` produces for runtimes that know only standard ops.
+- ``complex_autocast`` (bool, default False): under ``torch.autocast``, the real GEMMs and
+  convolutions of complex matmul/bmm/einsum/linear/conv*d run on autocast's dtype (bfloat16 or
+  float16 operands, float32 results), as autocast runs real ones; FFTs, elementwise ops and
+  reductions stay float32 and parameters complex64 (realify/autocast.py, read when a graph is
+  traced: compile and decompose; the eager ComplexTensor computes complex64). Off, complex ops
+  keep complex64 under autocast, as in eager. docs/numerics.md ("Complex mixed precision")
+  gives the error bound.
+
+A function compiled by the backend raises ``realify.OptionsChangedError`` when called after
+``gemm_multiplications`` or ``complex_autocast`` changed (dynamo does not guard on them).
 - ``strict`` (bool): in the compile backend, raise MissingRuleError for a complex op with no
   rule instead of running it as an eager island.
 """
@@ -24,10 +34,11 @@ from typing import Any
 
 gemm_multiplications: int = 3
 interleaved_products: bool = True
+complex_autocast: bool = False
 strict: bool = False
 
 _module = sys.modules[__name__]
-_OPTIONS = ("gemm_multiplications", "interleaved_products", "strict")
+_OPTIONS = ("gemm_multiplications", "interleaved_products", "complex_autocast", "strict")
 
 
 def _validate(name: str, value: Any) -> None:
@@ -35,6 +46,8 @@ def _validate(name: str, value: Any) -> None:
         raise AttributeError(f"realify.config has no option {name!r}; options are {', '.join(_OPTIONS)}")
     if name == "gemm_multiplications" and value not in (3, 4):
         raise ValueError(f"gemm_multiplications must be 3 or 4, got {value!r}")
+    if name in ("interleaved_products", "complex_autocast", "strict") and not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 class _Patch(contextlib.ContextDecorator):

@@ -31,6 +31,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
 from . import config
+from .autocast import MarkAutocastProducts, lower_precision_products
 from .boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
 from .dynamo_graph import DynamoGraphRunner, SourceLines
@@ -56,6 +57,8 @@ def decompose(
     eager_outputs: bool = False,
     pair_products: bool = False,
     gemm_multiplications: int | None = None,
+    complex_autocast: bool | None = None,
+    on_complex_op: Callable[[Any, fx.Node], None] | None = None,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -91,19 +94,27 @@ def decompose(
     ``gemm_multiplications`` (3 or 4; by default ``realify.config.gemm_multiplications``): the
     real products of a complex matrix product or convolution, 3 with Gauss's form
     (realify/gauss.py) or the textbook 4.
+
+    ``complex_autocast`` (by default ``realify.config.complex_autocast``): complex products
+    traced where ``torch.autocast`` is on run their real products on autocast's dtype, always
+    in the four-product form (realify/autocast.py).
+
+    ``on_complex_op(op, node)``, where given, observes each complex op of the functional graph
+    as it is planarized (:func:`realify.explain` lists them).
     """
     multiplications = config.gemm_multiplications if gemm_multiplications is None else gemm_multiplications
     if multiplications not in (3, 4):
         raise ValueError(f"decompose: gemm_multiplications must be 3 or 4, got {multiplications!r}")
+    lower_precision = config.complex_autocast if complex_autocast is None else complex_autocast
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
     try:
         with fake_mode:
-            functional, signature = _functionalize(program, fake_inputs)
+            functional, signature = _functionalize(program, fake_inputs, lower_precision)
             signature = dataclasses.replace(signature, input_layout=input_layouts(inputs, len(fake_inputs)),
                                             output_layout=outputs, eager_outputs=eager_outputs)
             boundary_inputs = [boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
-            planar, signature = planarize(functional, signature, boundary_inputs, on_missing)
+            planar, signature = planarize(functional, signature, boundary_inputs, on_missing, on_complex_op)
     except MissingRuleError as err:
         # the same error, without what torch.fx's interpreter appended to its message on the
         # way out (the failing node's repr and "Use tlparse ..."): the message already names
@@ -117,6 +128,8 @@ def decompose(
             place_pairs(module, products=pair_products, boundary=complex_inputs)
     if multiplications == 3:
         gauss_products(planar)
+    if lower_precision:
+        lower_precision_products(planar)
     if not fusion_barriers:
         strip_fusion_barriers(planar)
     planar.realify_signature = signature
@@ -151,15 +164,16 @@ def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
     return x
 
 
-def _functionalize(program: Callable, fake_inputs: list[Any]) -> tuple[fx.GraphModule, Boundary]:
+def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: bool) -> tuple[fx.GraphModule, Boundary]:
     holder: dict[str, Any] = {}
 
     def flat_program(*args):
-        if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
-            result = DynamoGraphRunner(program).run(*args)
-        else:
-            with SourceLines():
-                result = program(*args)
+        with MarkAutocastProducts() if mark_autocast else nullcontext():
+            if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
+                result = DynamoGraphRunner(program).run(*args)
+            else:
+                with SourceLines():
+                    result = program(*args)
         flat, holder["spec"] = tree_flatten(result)
         holder["aliases"] = input_aliases(flat, args)
         return flat

@@ -50,5 +50,9 @@ class RuleConflictError(RealifyError):
     """Two rules were registered for the same op."""
 
 
+class OptionsChangedError(RealifyError):
+    """A compiled function was called after a realify.config option it depends on changed."""
+
+
 class ComplexLeakError(RealifyError):
     """A graph that should be real-only still holds a complex value."""

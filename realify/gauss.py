@@ -25,6 +25,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
+from .autocast import tagged_dtype
 from .passes import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
@@ -105,6 +106,8 @@ def _is_product(node: Any) -> bool:
         return False
     if node.kwargs or not all(isinstance(x, fx.Node) for x in node.args[:2]):
         return False
+    if tagged_dtype(node) is not None:
+        return False  # a lower-precision product keeps four products (realify/autocast.py)
     return node.target is not aten.convolution.default or node.args[2] is None
 
 

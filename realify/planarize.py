@@ -38,8 +38,8 @@ def symbolic(inputs: list[Any]) -> bool:
     return any(isinstance(x, torch.Tensor) and free_symbols(x) for x in inputs)
 
 
-def planarize(functional: fx.GraphModule, signature: Boundary, boundary_inputs: list[Any], on_missing
-              ) -> tuple[fx.GraphModule, Boundary]:
+def planarize(functional: fx.GraphModule, signature: Boundary, boundary_inputs: list[Any], on_missing,
+              on_complex_op=None) -> tuple[fx.GraphModule, Boundary]:
     """The real graph of ``functional`` between the boundary ``signature`` describes, and that
     boundary as the real graph has it (with ``"complex"`` layouts, writes to inputs happen in
     the graph: no mutated inputs left for the caller)."""
@@ -48,7 +48,7 @@ def planarize(functional: fx.GraphModule, signature: Boundary, boundary_inputs: 
     def planar_program(*args):
         values = [enter(a, c, signature.layout_of(i)) for i, (a, c) in enumerate(zip(args, signature.input_complex))]
         with _RouteComplexCreation():
-            outs = PlanarInterpreter(functional, on_missing).run(*values)
+            outs = PlanarInterpreter(functional, on_missing, on_complex_op).run(*values)
         n = signature.num_user_outputs
         views = signature.output_views if eager_outputs else [None] * n
         strides = signature.output_strides if eager_outputs else [None] * n
@@ -98,9 +98,10 @@ class _RouteComplexCreation(TorchDispatchMode):
 class PlanarInterpreter(fx.Interpreter):
     """Runs a functional aten graph with complex values held as ComplexTensor."""
 
-    def __init__(self, gm: fx.GraphModule, on_missing=None):
+    def __init__(self, gm: fx.GraphModule, on_missing=None, on_complex_op=None):
         super().__init__(gm)
         self.on_missing = on_missing
+        self.on_complex_op = on_complex_op  # observer: (op, node) for each complex op met
 
     def run_node(self, n: fx.Node) -> Any:
         self.current = n
@@ -116,7 +117,10 @@ class PlanarInterpreter(fx.Interpreter):
             return ComplexTensor(value.real.clone(), value.imag.clone())
 
     def call_function(self, target, args, kwargs):
-        if isinstance(target, OpOverload) and self._touches_complex(args, kwargs):
+        complex_op = isinstance(target, (OpOverload, HigherOrderOperator)) and self._touches_complex(args, kwargs)
+        if complex_op and self.on_complex_op is not None:
+            self.on_complex_op(target, self.current)
+        if isinstance(target, OpOverload) and complex_op:
             try:
                 return apply_rule(target, args, kwargs)
             except MissingRuleError as err:
@@ -180,7 +184,7 @@ class PlanarInterpreter(fx.Interpreter):
         which were complex in ``result_kinds``), or as they are where ``as_parts`` is off (a
         loop condition's boolean)."""
         def run(*parts):
-            results = PlanarInterpreter(graph, self.on_missing).run(*_from_parts(parts, kinds))
+            results = PlanarInterpreter(graph, self.on_missing, self.on_complex_op).run(*_from_parts(parts, kinds))
             if not as_parts:
                 return results
             result_kinds.append(_kinds(results))

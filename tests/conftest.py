@@ -27,7 +27,7 @@ def fresh_dynamo():
 # the modules below, which run every front end and every Inductor integration realify has
 # (its passes, lowerings, islands, signed zeros) on small programs. The default pin runs all.
 COMPAT_RUN_MODULES = {
-    "test_aliasing", "test_backend", "test_core", "test_eigen", "test_errors", "test_export", "test_fuzz",
+    "test_aliasing", "test_autocast", "test_backend", "test_core", "test_eigen", "test_errors", "test_export", "test_fuzz",
     "test_gradients", "test_islands", "test_layout", "test_opinfo", "test_pooling", "test_products",
     "test_special_products", "test_spectral",
 }

@@ -117,7 +117,13 @@ def ddp_training(rank: int, compiler: str | None, split: bool, steps: int = 3) -
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     step_fn = ddp if compiler is None else realify.compile(ddp, inner=compiler)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = _train(rank, step_fn, torch.optim.SGD(model.parameters(), lr=0.1), steps)
+    return {"losses": losses, "parameters": [p.detach().numpy().copy() for p in model.parameters()],
+            "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
+
+
+def _train(rank: int, step_fn: Callable, optimizer: torch.optim.Optimizer, steps: int) -> list[float]:
+    """``steps`` steps on rank-specific random batches; the losses."""
     torch.manual_seed(1 + rank)
     losses = []
     for _ in range(steps):
@@ -126,5 +132,93 @@ def ddp_training(rank: int, compiler: str | None, split: bool, steps: int = 3) -
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return {"losses": losses, "parameters": [p.detach().numpy().copy() for p in model.parameters()],
-            "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
+    return losses
+
+
+def fsdp_training(rank: int, compiler: str | None, recipe: str, steps: int = 3) -> dict[str, Any]:
+    """``steps`` Adam steps of FSDP2 (``fully_shard``) over :class:`Stack` on rank-specific
+    data; ``compiler``: None (eager) or realify's inner compiler. FSDP2 wants one dtype per
+    unit; ``recipe`` says how the spectral layers' mix of complex and real parameters gets it:
+    "per-dtype-units" (the real Linear its own unit, so the layer's unit holds its complex
+    weight only) or "real-pairs" (realify.complex_parameters_as_real: every parameter
+    float32, one unit per layer). Returns the full (unsharded) trained parameters."""
+    import realify
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Stack()
+    if recipe == "real-pairs":
+        realify.complex_parameters_as_real(model)
+    for layer in model.layers:
+        if recipe == "per-dtype-units":
+            fully_shard(layer.linear)
+        fully_shard(layer)
+    fully_shard(model)
+    torch._dynamo.reset()
+    step_fn = model if compiler is None else realify.compile(model, inner=compiler)
+    losses = _train(rank, step_fn, torch.optim.Adam(model.parameters(), lr=0.01), steps)
+    trained = {}
+    for name, p in model.named_parameters():
+        full = p.full_tensor().detach()
+        if name.endswith(".original0"):  # real pairs: compared as the complex values they store
+            name, full = name.replace("parametrizations.", "").removesuffix(".original0"), torch.view_as_complex(full)
+        trained[name] = full.numpy().copy()
+    return {"losses": losses, "parameters": trained, "dtypes": sorted({str(p.dtype) for p in model.parameters()})}
+
+
+# ---- DTensor: complex programs over sharded and replicated complex tensors -------------------
+
+
+def _elementwise(a, w):
+    return (a * a.conj() + 1).exp().sin() / (a + 2)
+
+
+def _sum_over_sharded_dim(a, w):
+    return (a.exp() * a).sum(0)
+
+
+def _matmul_with_replicated_weight(a, w):
+    return torch.tanh(a @ w)
+
+
+def _view_as_complex_of_real(x, w):
+    return torch.view_as_complex(x) * (1 + 2j) + torch.view_as_complex(x).abs()
+
+
+# name -> (program, first input (real pairs for the last), first input's placement)
+DTENSOR_PROGRAMS = {
+    "elementwise-sharded": (_elementwise, "complex", "shard"),
+    "elementwise-replicated": (_elementwise, "complex", "replicate"),
+    "sum-over-sharded-dim": (_sum_over_sharded_dim, "complex", "shard"),
+    "matmul-replicated-weight": (_matmul_with_replicated_weight, "complex", "shard"),
+    "view-as-complex-of-real": (_view_as_complex_of_real, "real", "shard"),
+}
+
+
+def dtensor_programs(rank: int, compiler: str | None) -> dict[str, Any]:
+    """Each program of :data:`DTENSOR_PROGRAMS` on DTensors over a 2-rank CPU mesh (the first
+    input sharded on dim 0 or replicated, a complex weight replicated), forward and backward
+    (gradient of ``|out|.sum()``); ``compiler``: None (eager) or realify's inner compiler.
+    Returns, per program, the full output and both full gradients, and how many graphs realify
+    compiled."""
+    import realify
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (WORLD,))
+    results = {}
+    for name, (program, kind, placement) in DTENSOR_PROGRAMS.items():
+        torch.manual_seed(0)
+        first = torch.randn(8, 6, dtype=torch.complex64) if kind == "complex" else torch.randn(8, 6, 2)
+        weight = torch.randn(6, 5, dtype=torch.complex64)
+        a = distribute_tensor(first, mesh, [Shard(0) if placement == "shard" else Replicate()]).requires_grad_()
+        w = distribute_tensor(weight, mesh, [Replicate()]).requires_grad_()
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        fn = program if compiler is None else realify.compile(program, inner=compiler)
+        out = fn(a, w)
+        out.abs().sum().backward()
+        grads = [t.grad.full_tensor().detach().numpy().copy() if t.grad is not None else None for t in (a, w)]
+        results[name] = {"out": out.full_tensor().detach().numpy().copy(), "grads": grads,
+                         "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
+    return results

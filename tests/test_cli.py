@@ -235,3 +235,44 @@ def test_demo_runs_every_example_and_its_ratios_add_up(capsys):
         # within what the rounded ones allow
         e, r, q = float(eager_ms), float(realify_ms), float(speedup)
         assert (e - 0.005) / (r + 0.005) - 0.005 <= q <= (e + 0.005) / max(r - 0.005, 1e-9) + 0.005, out
+
+
+def test_mixed_precision_mode_lowers_complex_products_and_is_checked_against_eager(monkeypatch):
+    """realify-amp (fast variant: realify's real graph without Inductor) runs each call under
+    bfloat16 autocast with complex_autocast on: its result differs from eager's float32 one
+    by bfloat16 roundoff (more than float32's, within the mode's tolerance), and the paired
+    eager calls stay plain float32 eager."""
+    amp = dataclasses.replace(runner.MODES["realify-amp"], name="realify-amp-eager", wrap=runner._realify("eager"))
+    monkeypatch.setattr(runner, "low_precision_unavailable", lambda device: None)
+    row = _with_mode(monkeypatch, amp)
+    assert row.status == "ok", row.status_text()
+    assert 1e-5 < row.max_rel_err <= row.rtol == 0.1
+
+
+def test_mixed_precision_mode_is_skipped_with_the_reason_where_bfloat16_gemms_are_slow(monkeypatch):
+    monkeypatch.setattr(runner, "low_precision_unavailable", lambda device: "this CPU has no bfloat16 GEMM instructions")
+    row = _with_mode(monkeypatch, runner.MODES["realify-amp"])
+    assert row.status == "skipped" and "bfloat16 GEMM instructions" in row.status_text()
+    names = [m.name for m in runner.modes_for(runner.Case(workloads.get("docs-chain"), False), runner.DEFAULT_MODES)]
+    assert "realify-amp" not in names  # only where complex products are
+
+
+def test_burgers_reference_solver():
+    """The Burgers data of the mixed-precision study: a small-amplitude mode decays as the heat
+    equation's (the nonlinear term is of second order in the amplitude), and a solution agrees
+    with one on a 2x finer grid with 4x smaller steps (on the study's fine grid: 512 points)."""
+    import math
+
+    from realify.bench.burgers import burgers, random_fields
+
+    n, nu = 128, 0.05
+    x = torch.arange(n, dtype=torch.float64) * 2 * math.pi / n
+    small = 1e-8 * torch.sin(3 * x)[None]
+    decayed = burgers(small, nu=nu, t_end=1.0, dt=1 / n)
+    assert ((decayed - small * math.exp(-nu * 9)).abs().max() / 1e-8) < 1e-6
+    n = 512
+    u0 = random_fields(3, n, generator=torch.Generator().manual_seed(0))
+    coarse = burgers(u0, nu=nu, t_end=0.25, dt=1 / n)
+    fine = burgers(torch.fft.irfft(torch.fft.rfft(u0), n=2 * n) * 2, nu=nu, t_end=0.25, dt=1 / (4 * n))[:, ::2]
+    assert (coarse - fine).norm() / fine.norm() < 1e-6
+    assert (coarse - u0).norm() / u0.norm() > 0.1  # and the solution did move

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import statistics
 import time
 from typing import Any, Callable, ContextManager, Iterable, Sequence
@@ -56,6 +57,10 @@ class Mode:
     gemm_only: bool = False  # only for workloads with complex GEMM/convolution
     compiled: bool = True
     hidden: bool = False  # not run by default (used by tests)
+    # each call (not the backward) under torch.autocast(<device>, dtype=bfloat16); results are
+    # checked against eager's float32 ones with ``rtol`` at least (bfloat16 keeps 8 bits)
+    autocast: bool = False
+    rtol: float | None = None
 
 
 def _realify(inner: str) -> Callable[[Callable], Callable]:
@@ -65,6 +70,25 @@ def _realify(inner: str) -> Callable[[Callable], Callable]:
         return realify.compile(fn, inner=inner)
 
     return wrap
+
+
+def _complex_autocast() -> ContextManager:
+    import realify
+
+    return realify.config.patch(complex_autocast=True)
+
+
+def low_precision_unavailable(device: str) -> str | None:
+    """Why bfloat16 GEMMs would not pay on ``device`` (None where they do): a CPU without
+    bfloat16 instructions (AVX-512 BF16, AMX) runs them in a scalar fallback, tens to hundreds
+    of times slower than float32 (docs/numerics.md, "Complex mixed precision")."""
+    if torch.device(device).type != "cpu" or torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return None
+    if os.environ.get("REALIFY_BENCH_SLOW_BFLOAT16"):
+        return None
+    return ("this CPU has no bfloat16 GEMM instructions (AVX-512 BF16 or AMX; PyTorch reports "
+            f"{torch.backends.cpu.get_cpu_capability()}): bfloat16 products run a scalar fallback, tens to "
+            "hundreds of times slower than float32; set REALIFY_BENCH_SLOW_BFLOAT16=1 to run it anyway")
 
 
 def _gemm4() -> ContextManager:
@@ -85,6 +109,13 @@ MODES: dict[str, Mode] = {m.name: m for m in [
          "realify", _realify("inductor")),
     Mode("realify-4m", "realify with realify.config.patch(gemm_multiplications=4) (GEMM/convolution workloads only)",
          "realify", _realify("inductor"), _gemm4, gemm_only=True),
+    # bfloat16 keeps 8 significant bits (unit roundoff 2^-8 = 3.9e-3); layers and a loss
+    # compound it: measured 4e-3 to 3.7e-2 (complextorch's CNN's gradients, through two
+    # convolutions, two activations and a cross-entropy); 0.1 still flags a wrong result (a
+    # lost or doubled term is O(1))
+    Mode("realify-amp", "realify under torch.autocast(dtype=torch.bfloat16) with realify.config.complex_autocast: "
+         "complex GEMMs/convolutions on bfloat16 parts (GEMM/convolution workloads only)",
+         "realify", _realify("inductor"), _complex_autocast, gemm_only=True, autocast=True, rtol=0.1),
     # fast modes for tests: no Inductor code generation
     Mode("aot-eager", "torch.compile(fn, backend='aot_eager')", "torch.compile's aot_eager backend (PyTorch)",
          lambda fn: torch.compile(fn, backend="aot_eager"), hidden=True),
@@ -216,7 +247,10 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
             seed: int = 0, reference: Any = None, cold: bool = True) -> tuple[Row, Any]:
     """One case under one mode: returns the row and the first call's result (outputs/grads)."""
     w = case.workload
-    row = Row(w.name, case.variant, mode.name, size, "ok", rtol=w.rtol)
+    row = Row(w.name, case.variant, mode.name, size, "ok", rtol=max(w.rtol, mode.rtol or 0.0))
+    if mode.autocast and (reason := low_precision_unavailable(device)):
+        row.status, row.error = "skipped", reason
+        return row, None
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
@@ -225,7 +259,8 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
     with _Capture() as captured, _dynamo_limits(), _caches(not cold), mode.context():
         try:
             fn, inputs = w.make(size, case.train, device=device, seed=seed)
-            step = _step(mode.wrap(fn), fn, inputs, case.train)
+            call = mode.wrap(fn)
+            step = _step(_under_autocast(call, device) if mode.autocast else call, fn, inputs, case.train)
             sync()
             t0 = time.perf_counter()
             result = step()
@@ -240,7 +275,7 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
                     raise RuntimeError("no graph was compiled: the mode fell back to eager")
             if reference is not None:
                 row.max_rel_err = max_rel_err(result, reference)
-                if not row.max_rel_err <= w.rtol:
+                if not row.max_rel_err <= row.rtol:
                     row.status = "wrong"
             eager_step = None
             if mode.compiled:
@@ -273,6 +308,15 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
     row.notes.extend(captured.notes())
     torch._dynamo.reset()
     return row, result
+
+
+def _under_autocast(call: Callable, device: str) -> Callable:
+    """``call`` under bfloat16 autocast; the backward of a training step runs outside it, as
+    PyTorch's mixed-precision recipe has it."""
+    def autocast_call(*args: Any) -> Any:
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
+            return call(*args)
+    return autocast_call
 
 
 def _timed(call: Callable[[], Any], sync: Callable[[], None]) -> float:

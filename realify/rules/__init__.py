@@ -11,7 +11,7 @@ decompositions (composite ops), and finally :class:`MissingRuleError` naming the
 """
 
 from ._planar import complex_like, make_complex, parts, promoted, result_dtype
-from ._registry import Rule, apply_rule, lookup, register, register_each
+from ._registry import Rule, apply_rule, describe_rule, lookup, register, register_each
 
-__all__ = ["Rule", "apply_rule", "complex_like", "lookup", "make_complex", "parts", "promoted", "register",
+__all__ = ["Rule", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex", "parts", "promoted", "register",
            "register_each", "result_dtype"]

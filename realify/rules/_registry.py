@@ -67,6 +67,23 @@ def lookup(func: OpOverload) -> Rule | None:
     return rule
 
 
+def describe_rule(func: OpOverload) -> str | None:
+    """What :func:`apply_rule` runs for ``func``, in words (None: nothing; a complex call of it
+    is an eager island or an error): the rule's qualified name, or the generic path."""
+    rule = lookup(func)
+    if rule is not None:
+        maker, made = rule.__qualname__.partition(".<locals>")[:2]  # a rule a factory made: the factory
+        return f"{rule.__module__}.{maker}" + (" (made per op)" if made else "")
+    if isinstance(func, OpOverload):
+        functional = _functional_variant(func)
+        if functional is not None:
+            inner = describe_rule(functional)
+            return f"{functional}'s rule, then a copy ({inner})" if inner else None
+        if _decomposition(func) is not None:
+            return "PyTorch's decomposition, through the rules of its ops"
+    return None
+
+
 def apply_rule(func: OpOverload, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on planar operands, through its rule or a generic fallback."""
     rule = lookup(func)

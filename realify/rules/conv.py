@@ -72,7 +72,7 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
     return convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 
 
-def _expand(value, spatial: int) -> list:
+def spatial_list(value, spatial: int) -> list:
     # an int or a 1-element list applies to every spatial dim
     if not isinstance(value, (list, tuple)):
         return [value] * spatial
@@ -104,11 +104,11 @@ def _string_padding(padding: str, weight, stride, dilation) -> tuple[list, list 
           aten.conv2d.padding, aten.conv3d.padding, aten._convolution_mode.default)
 def conv_nd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     spatial = weight.dim() - 2
-    stride, dilation = _expand(stride, spatial), _expand(dilation, spatial)
+    stride, dilation = spatial_list(stride, spatial), spatial_list(dilation, spatial)
     if isinstance(padding, str):
         padding, pre_pad = _string_padding(padding, weight, stride, dilation)
     else:
-        padding, pre_pad = _expand(padding, spatial), None
+        padding, pre_pad = spatial_list(padding, spatial), None
     return _complex_conv(input, weight, bias,
                          _real_conv(stride, padding, dilation, False, [0] * spatial, groups, pre_pad))
 
@@ -116,5 +116,5 @@ def conv_nd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
 @register(aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input)
 def conv_transpose_nd(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     spatial = weight.dim() - 2
-    stride, padding, output_padding, dilation = (_expand(v, spatial) for v in (stride, padding, output_padding, dilation))
+    stride, padding, output_padding, dilation = (spatial_list(v, spatial) for v in (stride, padding, output_padding, dilation))
     return _complex_conv(input, weight, bias, _real_conv(stride, padding, dilation, True, output_padding, groups))

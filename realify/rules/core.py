@@ -30,6 +30,8 @@ def imag(self):
           aten._conj_copy.default)
 def conj(self):
     # conj(a + bi) = a - bi
+    if isinstance(self, builtins.complex):  # AOTAutograd's backward of a product with a Python scalar
+        return self.conjugate()
     re, im = parts(self)
     return ComplexTensor(re, -im)
 

@@ -1,0 +1,61 @@
+"""realify.explain: the complex ops of each graph and their rules, eager islands, graph breaks,
+real op counts, without compiling."""
+
+import torch
+
+import realify
+
+C64 = torch.complex64
+
+
+def _with_break_and_island(z, w):
+    y = torch.fft.fft(z) * w
+    print("a graph break")  # noqa: T201 - dynamo cannot trace print: the program's graph break
+    return torch.linalg.det(y.reshape(2, 2)).abs() + y.abs().sum()
+
+
+def test_explain_lists_ops_rules_islands_and_graph_breaks(fresh_dynamo, capsys):
+    z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
+    report = realify.explain(_with_break_and_island, z, w)
+    assert len(report.graphs) == 2 and len(report.graph_breaks) == 1
+    first, second = report.graphs
+    assert {op.op: op.rule for op in first.complex_ops} == {
+        "aten._fft_c2c.default": "realify.rules.fft.fft_c2c", "aten.mul.Tensor": "realify.rules.arithmetic.mul"}
+    assert all(op.where and "test_explain.py:12" in op.where for op in first.complex_ops)
+    # the real graph realify makes of the first: one FFT on pairs, the complex product in real muls
+    assert first.real_ops["realify.fft_c2c.default"] == 1 and first.real_ops["aten.mul.Tensor"] == 4
+    assert set(report.islands) == {"aten._linalg_det.default"}
+    det = next(op for op in second.complex_ops if op.op == "aten._linalg_det.default")
+    assert det.rule is None and "test_explain.py:14" in det.where
+    assert second.real_ops["realify.eager_island.default"] == 1
+    brk = report.graph_breaks[0]
+    assert "test_explain.py:13" in brk.where and "print" in brk.where and brk.reason
+    text = str(report)
+    assert "EAGER ISLAND" in text and "graph break 1" in text and "realify.rules.fft.fft_c2c" in text
+    # nothing compiled, no island warning (the report lists them), and the program ran once
+    assert capsys.readouterr().out.count("a graph break") == 1
+
+
+class _SpectralBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 3, 4, dtype=C64))
+
+    def forward(self, x):
+        spectrum = torch.fft.rfft(x)[..., :4]
+        return torch.fft.irfft(torch.einsum("bim,iom->bom", spectrum, self.weight), n=x.shape[-1])
+
+
+def test_explain_a_module_with_real_inputs_that_makes_complex_values(fresh_dynamo):
+    report = realify.explain(_SpectralBlock(), torch.randn(2, 3, 16))
+    assert len(report.graphs) == 1 and not report.graph_breaks and not report.islands
+    ops = {op.op: op.rule for op in report.graphs[0].complex_ops}
+    assert ops["aten.bmm.default"] == "realify.rules.linalg._product_rule (made per op)"
+    assert all(rule for rule in ops.values())
+    real = report.graphs[0].real_ops
+    assert real["aten.bmm.default"] == 3  # Gauss's form (gemm_multiplications=3)
+
+
+def test_explain_a_real_program(fresh_dynamo):
+    report = realify.explain(lambda x: x.exp() + 1, torch.randn(3))
+    assert [g.complex_ops for g in report.graphs] == [[]] and not report.islands
