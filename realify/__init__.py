@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from . import backend, config
 from .backend import compile, realify_backend
@@ -16,6 +17,24 @@ from .rules._derivative import decompositions as pointwise_decompositions
 from .tensor import ComplexTensor
 
 logging.getLogger("realify").addHandler(logging.NullHandler())
+
+
+def _register_with_torch_logs() -> None:
+    """``TORCH_LOGS="+realify"`` (or ``torch._logging.set_logs(realify=logging.DEBUG)``) configures
+    realify's logger as it configures torch's own; torch read ``TORCH_LOGS`` when it was
+    imported, before this log was known, so it reads it again where it names realify."""
+    try:
+        from torch._logging import _internal
+    except ImportError:
+        return
+    if not hasattr(_internal, "register_log"):
+        return
+    _internal.register_log("realify", "realify")
+    if "realify" in os.environ.get("TORCH_LOGS", ""):
+        _internal._init_logs()
+
+
+_register_with_torch_logs()
 
 __all__ = [
     "Boundary",

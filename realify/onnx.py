@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -56,6 +57,9 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         torch.ops.aten.atan2.default: atan2,
         # ONNX Runtime's CPU Where returns +0 where it selects a -0 from its second input
         torch.ops.aten.where.self: where,
+        # istft's overlap-add: torch.onnx's translation is one ScatterND per frame position,
+        # with int32 indices ONNX Runtime refuses
+        torch.ops.aten.unfold_backward.default: unfold_backward,
     }
 
 
@@ -78,6 +82,9 @@ def to_onnx(
     ``(*shape, 2)`` tensors in the ONNX model. The result is ``torch.onnx.export``'s
     ONNXProgram (``.model_proto``, ``.save(path)``); it is saved to ``path`` when given.
     Other keyword arguments go to ``torch.onnx.export`` (``opset_version``, ``optimize``, ...).
+    Inputs keep the program's argument names; outputs are named ``output`` (one) or
+    ``output_0``, ``output_1``, ... unless ``output_names`` says otherwise; dynamic dimensions
+    take the names of their ``torch.export.Dim`` (``Dim("seq")`` is ``seq`` in the model).
     """
     if isinstance(program, torch.export.ExportedProgram):
         ep = program
@@ -89,7 +96,16 @@ def to_onnx(
     table = {**onnx_translation_table(), **(custom_translation_table or {})}
     onnx_options.setdefault("opset_version", OPSET)
     onnx_options.setdefault("verbose", False)
+    outputs = len(ep.graph_signature.user_outputs)
+    onnx_options.setdefault("output_names", ["output"] if outputs == 1 else [f"output_{i}" for i in range(outputs)])
     onnx_program = torch.onnx.export(ep, (), dynamo=True, custom_translation_table=table, **onnx_options)
+    if dynamic_shapes is not None and not isinstance(program, torch.export.ExportedProgram):
+        # the exported program knows its dynamic dims by symbol (s32); the ONNX model's
+        # inputs (one per tensor input, complex ones as pairs) take the names of the Dims (one
+        # Dim on several inputs is one symbol: torch warns that it names it once, as wanted)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="# The axis name")
+            onnx_program._rename_dynamic_axes(dynamic_shapes)
     if path is not None:
         onnx_program.save(os.fspath(path))
         log.info("wrote %s", os.fspath(path))
@@ -265,6 +281,41 @@ def atan2(y, x):
     corner = op.Where(op.Greater(x, zero), _constant_like(math.pi / 4, y), _constant_like(3 * math.pi / 4, y))
     both_infinite = op.And(op.IsInf(y), op.IsInf(x))
     return where(both_infinite, copysign(corner, y), result)
+
+
+def unfold_backward(frames, input_sizes: Sequence[Any], dim: int, size: int, step: int):
+    """The overlap-add of ``size``-long windows taken every ``step`` along ``dim`` (istft's,
+    and the gradient of ``unfold``): ``out[..., i*step + k, ...] += frames[..., i, ..., k]``.
+
+    With each window zero-padded to ``r*step`` (``r = ceil(size/step)``) and cut into ``r``
+    chunks of ``step``, chunk ``j`` of window ``i`` lands on block ``i + j`` of the output: so
+    the output's blocks are the sum over ``j`` of chunk ``j`` of every window, shifted by ``j``
+    blocks (a Pad each), ``r`` additions in all; then the length is fitted to the input's
+    (a Pad, negative where the blocks run past it)."""
+    rank = len(input_sizes) + 1  # the frames: input_sizes with dim -> frame count, then size
+    dim %= rank - 1
+    r = -(-size // step)
+    # frames to (..., frame, window): the frame axis next to last
+    order = [a for a in range(rank - 1) if a != dim] + [dim, rank - 1]
+    x = op.Transpose(frames, perm=order)
+    x = op.Pad(x, _ints([0] * rank + [0] * (rank - 1) + [r * step - size]))
+    x = op.Reshape(x, _ints([0] * (rank - 1) + [r, step]))
+    total = None
+    for j in range(r):
+        chunk = op.Squeeze(op.Slice(x, _ints([j]), _ints([j + 1]), _ints([rank - 1])), _ints([rank - 1]))
+        before, after = [0] * rank, [0] * rank
+        before[rank - 2], after[rank - 2] = j, r - 1 - j
+        shifted = op.Pad(chunk, _ints(before + after))
+        total = shifted if total is None else op.Add(total, shifted)
+    signal = op.Reshape(total, _ints([0] * (rank - 2) + [-1]))  # blocks -> samples
+    length = input_sizes[dim]
+    length = _ints([length]) if isinstance(length, int) else op.Reshape(op.Cast(length, to=ir.DataType.INT64), _ints([1]))
+    excess = op.Sub(length, op.Gather(op.Shape(signal), _ints([rank - 2]), axis=0))
+    signal = op.Pad(signal, op.Concat(_ints([0] * (2 * rank - 3)), excess, axis=0))
+    back = [0] * (rank - 1)  # the sample axis (last now) returns to dim
+    for position, axis in enumerate(order[:-1]):
+        back[axis] = position
+    return op.Transpose(signal, perm=back)
 
 
 def _constant_like(value: float, x):

@@ -59,3 +59,25 @@ def test_explain_a_module_with_real_inputs_that_makes_complex_values(fresh_dynam
 def test_explain_a_real_program(fresh_dynamo):
     report = realify.explain(lambda x: x.exp() + 1, torch.randn(3))
     assert [g.complex_ops for g in report.graphs] == [[]] and not report.islands
+
+
+def test_torch_logs_shows_realifys_log(tmp_path):
+    """TORCH_LOGS="+realify" configures realify's logger as torch's own (torch reads the
+    variable at its import, before realify registers its log)."""
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import torch, realify\n"
+        "f = realify.compile(lambda z: torch.linalg.det(z).abs(), inner='eager')\n"
+        "f(torch.randn(3, 3, dtype=torch.complex64))\n"
+    )
+    env = {**os.environ, "TORCH_LOGS": "+realify"}
+    done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    logged = [line for line in done.stderr.splitlines() if "eager island" in line and "aten._linalg_det" in line]
+    assert logged, done.stderr[-2000:]
+    # torch's format (level letter, time, process, file:line), once, not the plain logging prefix
+    assert not any(line.startswith("WARNING:realify:") for line in done.stderr.splitlines())

@@ -315,6 +315,74 @@ def test_dynamic_batch_dim():
     assert_close(torch.from_numpy(out), torch.view_as_real(model(x)))
 
 
+def test_onnx_model_keeps_dim_names_and_names_its_outputs():
+    """to_onnx of a program with Dim("seq"): the ONNX inputs and outputs call that dim ``seq``
+    (not the exported program's symbol), inputs keep the argument names, outputs are named
+    output_0, output_1; ONNX Runtime runs the file by those names at another length."""
+    def program(signal, gain):
+        spectrum = torch.fft.fft(signal) * gain
+        return spectrum, spectrum.abs()
+
+    torch.manual_seed(0)
+    seq = Dim("seq", min=2, max=512)
+    onnx_program = to_onnx(program, (randc(3, 16), randc(16)), dynamic_shapes=({1: seq}, {0: seq}))
+    graph = onnx_program.model_proto.graph
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in list(graph.input) + list(graph.output)}
+    assert dims == {"signal": [3, "seq", 2], "gain": ["seq", 2], "output_0": [3, "seq", 2], "output_1": [3, "seq"]}
+    session = ort.InferenceSession(onnx_program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    signal, gain = randc(3, 32), randc(32)  # a power of two: ORT runs the DFT as an FFT (accurate)
+    spectrum, magnitude = session.run(["output_0", "output_1"], {"signal": torch.view_as_real(signal).numpy(),
+                                                                "gain": torch.view_as_real(gain).numpy()})
+    expected_spectrum, expected_magnitude = program(signal, gain)
+    assert_close(torch.from_numpy(spectrum), torch.view_as_real(expected_spectrum))
+    assert_close(torch.from_numpy(magnitude), expected_magnitude)
+
+
+@pytest.mark.parametrize("input_sizes, dim, size, step", [
+    ([2, 30], 1, 6, 2),  # istft's case: windows overlapping by size - step
+    ([5, 37, 3], 1, 7, 3),  # size not a multiple of step, the windowed dim in the middle
+    ([40], 0, 8, 8),  # no overlap
+    ([2, 31], -1, 4, 5),  # gaps between windows, samples past the last window
+])
+def test_overlap_add_onnx_translation(input_sizes, dim, size, step):
+    """aten.unfold_backward (istft's overlap-add) through ONNX Runtime, against PyTorch."""
+    frames_count = (input_sizes[dim] - size) // step + 1
+    shape = list(input_sizes)
+    shape[dim] = frames_count
+    frames = torch.randn(*shape, size)
+
+    def overlap_add(frames):
+        return torch.ops.aten.unfold_backward(frames, input_sizes, dim, size, step)
+
+    model = to_onnx(overlap_add, (frames,)).model_proto
+    assert "ScatterND" not in {node.op_type for node in model.graph.node}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {session.get_inputs()[0].name: frames.numpy()})
+    assert_close(torch.from_numpy(out), overlap_add(frames))
+
+
+def test_stft_mask_istft_model_runs_in_onnx_runtime():
+    """An STFT denoiser (STFT, a complex mask, iSTFT with its window envelope) exported to ONNX
+    runs in ONNX Runtime and matches eager (the overlap-add: unfold_backward's translation)."""
+    window = torch.hann_window(64)
+
+    def denoise(signal):
+        spectrum = torch.stft(signal, 64, hop_length=16, window=window, return_complex=True)
+        # (not a function of angle(): ONNX Runtime's DFT gives the Nyquist bin of a real signal
+        # an imaginary part of rounding size, -1e-6, where pocketfft's is exactly 0, and angle()
+        # of a negative real part flips from pi to -pi there)
+        mask = torch.sigmoid(spectrum.abs() - 0.5) * (1 + 0.2j)
+        return torch.istft(spectrum * mask, 64, hop_length=16, window=window, length=signal.shape[-1])
+
+    torch.manual_seed(0)
+    signal = torch.randn(2, 1024)
+    model = to_onnx(denoise, (signal,)).model_proto
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"signal": signal.numpy()})
+    assert_close(torch.from_numpy(out), denoise(signal))
+
+
 def test_dynamic_fft_length():
     """ONNX normalization reads the signal length at run time: a dynamic FFT dim still scales right."""
     torch.manual_seed(0)
