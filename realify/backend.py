@@ -61,8 +61,13 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
                         eager_outputs=True, pair_products=config.interleaved_products)
     # realify's own share of the compile time (the rest is the inner compiler's), and the
     # graphs it decomposed (DDPOptimizer hands over one piece per gradient bucket)
-    torch._dynamo.utils.counters["realify"]["decompose_s"] += time.perf_counter() - start
+    decompose_s = time.perf_counter() - start
+    torch._dynamo.utils.counters["realify"]["decompose_s"] += decompose_s
     torch._dynamo.utils.counters["realify"]["graphs"] += 1
+    where = _first_source_line(captured)
+    log.info("decomposed the graph%s into %d real op(s) in %.2f s; compiling it with %s", where,
+             sum(1 for n in real_gm.graph.nodes if n.op == "call_function"), decompose_s,
+             inner if isinstance(inner, str) else getattr(inner, "__name__", "the inner compiler"))
     signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:
@@ -72,13 +77,15 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()
+    start = time.perf_counter()
     with torch._C._DisableAutocast() if autocast else contextlib.nullcontext():
         compiled = inner_fn(real_gm, real_examples)
+    log.info("compiled the graph%s in %.2f s", where, time.perf_counter() - start)
     # writes to inputs come back as extra outputs, copied in after the call; outputs that are
     # views of inputs are taken from those inputs (boundary.RealCall)
     call = RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
-    return _CompiledUnderOptions(call, captured)
+    return _CompiledUnderOptions(call, where)
 
 
 def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any], inner: Inner, inner_options: dict,
@@ -106,10 +113,10 @@ class _CompiledUnderOptions:
 
     OPTIONS = ("gemm_multiplications", "complex_autocast")
 
-    def __init__(self, call: RealCall, captured: fx.GraphModule):
+    def __init__(self, call: RealCall, where: str):
         self.call = call
         self.values = tuple(getattr(config, name) for name in self.OPTIONS)
-        self.where = _first_source_line(captured)
+        self.where = where
 
     def __call__(self, *args: Any) -> Any:
         if (config.gemm_multiplications, config.complex_autocast) != self.values:

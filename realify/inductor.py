@@ -49,6 +49,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import pathlib
+import unittest.mock
 import warnings
 from typing import Any, Callable, Iterator
 
@@ -343,17 +346,67 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     realify's post-grad passes after any the caller set, :data:`VECTORIZE_PAIRS` unless the
     caller set it, and Inductor's decompositions less :data:`KEEP_AS_ATEN`."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-    from torch._inductor.decomposition import select_decomp_table
-
     _register_lowerings()
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
-    patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches, "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1()]}
+    patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches,
+               "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1(),
+                                              RealifyDecompositions()]}
+    compile_real = functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner), config_patches=patches)
+
+    @functools.wraps(compile_fx)
+    def compile_with_realify_decompositions(gm: fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        with _decompositions_for_realify():
+            return compile_real(gm, example_inputs, **kwargs)
+
+    return compile_with_realify_decompositions
+
+
+def realify_decomposition_table() -> dict[Any, Callable]:
+    """Inductor's decomposition table as realify's graphs need it: less :data:`KEEP_AS_ATEN`,
+    plus the kernels of ``realify::pointwise``."""
+    from torch._inductor.decomposition import select_decomp_table
+
     from .rules._derivative import decompositions as pointwise_decompositions
 
-    decompositions = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
-    decompositions.update(pointwise_decompositions())
-    return functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner),
-                             config_patches=patches, decompositions=decompositions)
+    table = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
+    table.update(pointwise_decompositions())
+    return table
+
+
+@contextlib.contextmanager
+def _decompositions_for_realify() -> Iterator[None]:
+    """While one realify graph compiles, Inductor reads its decompositions from
+    :func:`realify_decomposition_table`. Not passed as ``compile_fx(decompositions=...)``: a
+    table passed in is pickled into the FX graph cache's key, which cannot pickle most of its
+    functions, so every realify graph bypassed Inductor's and AOTAutograd's on-disk caches;
+    the function itself pickles by name (its effect on the key: :class:`RealifyDecompositions`).
+    compile_fx hands the function on to the code generation of a backward compiled later."""
+    import torch._inductor.compile_fx as compile_fx_module
+
+    with unittest.mock.patch.object(compile_fx_module, "select_decomp_table", realify_decomposition_table):
+        yield
+
+
+class RealifyDecompositions(CustomGraphPass):
+    """No rewrite: its :meth:`uuid` puts realify's code into Inductor's and AOTAutograd's cache
+    keys, which see the graphs and the name of the decomposition table's function but not
+    what realify's decompositions and rules make of a graph."""
+
+    def __call__(self, graph: fx.Graph) -> None:
+        pass
+
+    def uuid(self) -> Any:
+        return f"realify.code.{_realify_source_hash()}"
+
+
+@functools.lru_cache(maxsize=None)
+def _realify_source_hash() -> str:
+    package = pathlib.Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=None)

@@ -399,3 +399,29 @@ def test_dropout_keeps_or_zeroes_whole_elements_scaled_as_eager(fn, front_end):
     g = torch.complex(torch.randn(z.shape), torch.randn(z.shape))
     (grad,) = torch.autograd.grad(out, z, g)
     torch.testing.assert_close(grad, torch.where(kept, g / (1 - p), 0), rtol=1e-6, atol=0)
+
+
+def test_a_second_compile_of_the_same_graph_hits_inductors_on_disk_caches():
+    """Inductor's FX graph cache and AOTAutograd's cache serve realify's graphs: a program
+    compiled again (a re-run script: dynamo's in-memory state gone, the disk caches kept)
+    skips Inductor's code generation. A decomposition table passed to compile_fx made every
+    realify graph bypass both (realify/inductor.py: realify_decomposition_table)."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import fresh_cache
+
+    def f(a, b):
+        return torch.atan(torch.cos(a * b) / torch.sin(a + b))
+
+    a, b = torch.randn(64, dtype=C64), torch.randn(64, dtype=C64)
+    with fresh_cache(), torch._inductor.config.patch(fx_graph_cache=True), \
+            torch._functorch.config.patch(enable_autograd_cache=True):
+        results = []
+        for _ in range(2):
+            torch._dynamo.reset()
+            counters.clear()
+            results.append(realify.compile(f)(a, b))
+            hits = counters["inductor"]["fxgraph_cache_hit"], counters["aot_autograd"]["autograd_cache_hit"]
+        assert counters["inductor"]["fxgraph_cache_bypass"] == 0
+        assert hits == (1, 1)
+    torch.testing.assert_close(results[1], results[0], rtol=0, atol=0)
+    torch.testing.assert_close(results[0], f(a, b), rtol=1e-5, atol=1e-5)
