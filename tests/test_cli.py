@@ -276,3 +276,22 @@ def test_burgers_reference_solver():
     fine = burgers(torch.fft.irfft(torch.fft.rfft(u0), n=2 * n) * 2, nu=nu, t_end=0.25, dt=1 / (4 * n))[:, ::2]
     assert (coarse - fine).norm() / fine.norm() < 1e-6
     assert (coarse - u0).norm() / u0.norm() > 0.1  # and the solution did move
+
+
+def test_compile_time_measures_first_calls_in_fresh_processes(monkeypatch):
+    """The compile-time study's bookkeeping: each mode gets a cold and a warm first call per
+    trial, the warm one in the cache directory its cold one filled (the processes are faked
+    here: a real run takes minutes)."""
+    from realify.bench import compile_time
+
+    calls = []
+
+    def first_call_s(mode, cache_dir, size):
+        calls.append((mode, cache_dir))
+        return 10.0 if not any(c == (mode, cache_dir) for c in calls[:-1]) else 2.0
+
+    monkeypatch.setattr(compile_time, "first_call_s", first_call_s)
+    times = compile_time.measure(2, 16)
+    assert times == {m: {"cold": [10.0, 10.0], "warm": [2.0, 2.0]} for m in compile_time.MODES}
+    assert [mode for mode, _ in calls] == ["default"] * 2 + ["realify"] * 4 + ["default"] * 2
+    assert calls[0][1] == calls[1][1] != calls[2][1]
