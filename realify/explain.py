@@ -136,21 +136,16 @@ def _creates_complex(gm: fx.GraphModule) -> bool:
 
 
 def _rule_of(op_name: str) -> str | None:
-    op = _OPS_BY_NAME.get(op_name)
+    op = _op_named(op_name)
     return describe_rule(op) if op is not None else "higher-order op, planarized with its bodies"
 
 
-class _OpsByName(dict):
-    """Op overloads by ``str(op)`` (``aten.mul.Tensor``), resolved on demand."""
-
-    def get(self, name: str, default: Any = None) -> Any:
-        namespace, _, rest = name.partition(".")
-        packet_name, _, overload = rest.partition(".")
-        packet = getattr(getattr(torch.ops, namespace, None), packet_name, None)
-        return getattr(packet, overload or "default", default) if packet is not None else default
-
-
-_OPS_BY_NAME = _OpsByName()
+def _op_named(name: str) -> Any:
+    """The op overload ``str(op)`` names (``aten.mul.Tensor``), or None."""
+    namespace, _, rest = name.partition(".")
+    packet_name, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, namespace, None), packet_name, None)
+    return getattr(packet, overload or "default", None) if isinstance(packet, torch._ops.OpOverloadPacket) else None
 
 
 def _name(target: Any) -> str:
