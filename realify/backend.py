@@ -65,9 +65,10 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     torch._dynamo.utils.counters["realify"]["decompose_s"] += decompose_s
     torch._dynamo.utils.counters["realify"]["graphs"] += 1
     where = _first_source_line(captured)
-    log.info("decomposed the graph%s into %d real op(s) in %.2f s; compiling it with %s", where,
-             sum(1 for n in real_gm.graph.nodes if n.op == "call_function"), decompose_s,
-             inner if isinstance(inner, str) else getattr(inner, "__name__", "the inner compiler"))
+    if log.isEnabledFor(logging.INFO):  # counting the graph's ops is work only the log line needs
+        log.info("decomposed the graph%s into %d real op(s) in %.2f s; compiling it with %s", where,
+                 sum(1 for n in real_gm.graph.nodes if n.op == "call_function"), decompose_s,
+                 inner if isinstance(inner, str) else getattr(inner, "__name__", "the inner compiler"))
     signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:
