@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from . import config
 from .boundary import RealCall, split
 from .decompose import decompose
+from .dynamo_graph import source_line
 from .errors import OptionsChangedError
 from .islands import island_call, islands_in
 from .tensor import ComplexTensor
@@ -135,11 +136,9 @@ class _CompiledUnderOptions:
 
 
 def _first_source_line(gm: fx.GraphModule) -> str:
-    for node in gm.graph.nodes:
-        trace = node.meta.get("stack_trace")
-        if trace:
-            return f" (graph starting at {trace.strip().splitlines()[0].strip()})"
-    return ""
+    """`` (graph starting at <the user's line of its first traced node>)``, or nothing."""
+    first = next((n for n in gm.graph.nodes if n.meta.get("stack_trace")), None)
+    return f" (graph starting at {source_line(first)})" if first is not None else ""
 
 
 def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
