@@ -66,7 +66,7 @@ bench: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m realify bench
 
 coverage: $(VENV)/.installed-torch-$(TORCH)
-	$(PY) -m realify coverage
+	$(PY) -m realify coverage --readme README.md
 
 clean:
 	rm -rf .venv .venv-torch-* build *.egg-info

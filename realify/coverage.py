@@ -5,7 +5,9 @@ ComplexTensor, ``decompose``, the compile backend (eager inner) and ``realify.ex
 real-only ExportedProgram called through its complex adapter; first sample only, as in the
 test suite). A front end's status per op is ``pass``, ``island`` (compile only: passes when
 the ops without rules run as eager islands), or ``fail`` with the first line of the error. The report is a Markdown table with a
-summary line, written to docs/coverage.md by default.
+summary line, written to docs/coverage.md by default; with ``--readme README.md`` the counts in
+README's coverage paragraph (between its ``coverage`` markers) are rewritten from the same
+run, so no count is copied by hand (tests/test_coverage_report.py checks both files).
 """
 
 from __future__ import annotations
@@ -92,11 +94,28 @@ def survey(front_ends=FRONT_ENDS, only: list[str] | None = None, progress: Calla
     return statuses
 
 
-def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | None = None) -> str:
-    total = len(statuses)
-    counts = {fe: sum(s.results[fe] == "pass" for s in statuses) for fe in front_ends}
-    islands = sum(s.results.get("compile") == "island" for s in statuses)
-    all_pass = sum(all(s.results[fe] == "pass" for fe in front_ends) for s in statuses)
+@dataclasses.dataclass
+class Counts:
+    """What a survey adds up to: ops per front end that pass, ops passing every front end,
+    ops that compile only as eager islands, of ``total``."""
+
+    total: int
+    passing: dict[str, int]
+    all_front_ends: int
+    islands: int
+
+    @classmethod
+    def of(cls, statuses: list[OpStatus], front_ends=FRONT_ENDS) -> "Counts":
+        return cls(total=len(statuses),
+                   passing={fe: sum(s.results[fe] == "pass" for s in statuses) for fe in front_ends},
+                   all_front_ends=sum(all(s.results[fe] == "pass" for fe in front_ends) for s in statuses),
+                   islands=sum(s.results.get("compile") == "island" for s in statuses))
+
+
+def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | None = None,
+           torch_version: str = torch.__version__) -> str:
+    counts = Counts.of(statuses, front_ends)
+    total = counts.total
     lines = [
         "# OpInfo coverage",
         "",
@@ -105,11 +124,12 @@ def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | Non
         "(export: the first sample of each op).",
         "Regenerate with `python -m realify coverage` (or `make coverage`).",
         "",
-        f"torch {torch.__version__}" + (f", {seconds:.0f} s" if seconds else ""),
+        f"torch {torch_version}" + (f", {seconds:.0f} s" if seconds else ""),
         "",
-        "**Summary:** " + ", ".join(f"{fe} {counts[fe]}/{total} ({100 * counts[fe] / max(total, 1):.1f}%)" for fe in front_ends)
-        + f"; all front ends {all_pass}/{total}"
-        + (f"; {islands} more compile as eager islands" if "compile" in front_ends else "") + ".",
+        "**Summary:** " + ", ".join(f"{fe} {counts.passing[fe]}/{total} ({100 * counts.passing[fe] / max(total, 1):.1f}%)"
+                                    for fe in front_ends)
+        + f"; all front ends {counts.all_front_ends}/{total}"
+        + (f"; {counts.islands} more compile as eager islands" if "compile" in front_ends else "") + ".",
         "",
         "| op | " + " | ".join(front_ends) + " |",
         "|---|" + "---|" * len(front_ends),
@@ -119,12 +139,50 @@ def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | Non
     return "\n".join(lines) + "\n"
 
 
+def parse(report: str) -> tuple[str, list[OpStatus]]:
+    """A report written by ``render`` read back: the torch version it ran on and its rows."""
+    version = next(line for line in report.splitlines() if line.startswith("torch "))[len("torch "):].split(",")[0]
+    lines = report.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| op |"))
+    front_ends = [cell.strip() for cell in lines[header].strip("|").split("|")][1:]
+    statuses = []
+    for line in lines[header + 2:]:
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        statuses.append(OpStatus(cells[0].strip("`"), dict(zip(front_ends, cells[1:]))))
+    return version, statuses
+
+
+README_START = "<!-- coverage: written by `python -m realify coverage --readme README.md` -->"
+README_END = "<!-- /coverage -->"
+
+
+def readme_counts(statuses: list[OpStatus], torch_version: str = torch.__version__) -> str:
+    """README's coverage sentence, from a full survey (every front end)."""
+    c = Counts.of(statuses)
+    release = torch_version.split("+")[0]
+    return (f"On torch {release}'s {c.total} entries, complex64 samples ([docs/coverage.md](docs/coverage.md)): "
+            f"eager `ComplexTensor` {c.passing['eager']}/{c.total}, `decompose` {c.passing['decompose']}/{c.total}, "
+            f"compile backend {c.passing['compile']}/{c.total} with real-only graphs ({c.islands} more when ops "
+            f"without rules run as eager islands), `realify.export` {c.passing['export']}/{c.total}; "
+            f"{c.all_front_ends} pass every front end.")
+
+
+def with_readme_counts(readme: str, statuses: list[OpStatus], torch_version: str = torch.__version__) -> str:
+    """``readme`` with the text between its coverage markers replaced by ``readme_counts``."""
+    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+    return readme[:start] + "\n" + readme_counts(statuses, torch_version) + "\n" + readme[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m realify coverage", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/coverage.md", help="Markdown report path (default: docs/coverage.md)")
     parser.add_argument("--only", nargs="*", help="substrings of op names to include")
     parser.add_argument("--front-ends", nargs="*", default=list(FRONT_ENDS), choices=FRONT_ENDS)
+    parser.add_argument("--readme", help="also rewrite the counts between the coverage markers of this README "
+                                         "(a full run only: every op, every front end)")
     args = parser.parse_args(argv)
+    if args.readme and (args.only or tuple(args.front_ends) != FRONT_ENDS):
+        parser.error("--readme needs the full survey: drop --only and --front-ends")
     start = time.perf_counter()
     try:
         from tqdm import tqdm
@@ -139,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(text)
     print(next(l for l in text.splitlines() if l.startswith("**Summary")))
     print(f"wrote {args.out}")
+    if args.readme:
+        readme = Path(args.readme)
+        readme.write_text(with_readme_counts(readme.read_text(), statuses))
+        print(f"updated the coverage counts in {args.readme}")
     return 0
 
 

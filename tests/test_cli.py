@@ -288,10 +288,14 @@ def test_compile_time_measures_first_calls_in_fresh_processes(monkeypatch):
 
     def first_call_s(mode, cache_dir, size):
         calls.append((mode, cache_dir))
-        return 10.0 if not any(c == (mode, cache_dir) for c in calls[:-1]) else 2.0
+        first = 10.0 if not any(c == (mode, cache_dir) for c in calls[:-1]) else 2.0
+        return {"import": 0.5, "compile": 1.0, "first call": first}
 
     monkeypatch.setattr(compile_time, "first_call_s", first_call_s)
     times = compile_time.measure(2, 16)
-    assert times == {m: {"cold": [10.0, 10.0], "warm": [2.0, 2.0]} for m in compile_time.MODES}
+    assert {m: {k: [run["first call"] for run in runs] for k, runs in kinds.items()} for m, kinds in times.items()} == {
+        m: {"cold": [10.0, 10.0], "warm": [2.0, 2.0]} for m in compile_time.MODES}
+    assert compile_time.medians(times["realify"]["cold"]) == {"import": 0.5, "compile": 1.0, "first call": 10.0,
+                                                              "total": 11.5}
     assert [mode for mode, _ in calls] == ["default"] * 2 + ["realify"] * 4 + ["default"] * 2
     assert calls[0][1] == calls[1][1] != calls[2][1]
