@@ -1,11 +1,15 @@
 """Global options. Change them with ``realify.config.patch(...)`` (a context manager and
 decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 
-- ``gemm_multiplications`` (3 or 4): complex matmul/convolution as 3 real products
-  (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula), in every traced graph
-  (compile, export, decompose: realify/gauss.py, read when a graph is traced); the eager
-  ComplexTensor computes the textbook form. See docs/numerics.md for the error bound that
-  makes 3 the default.
+- ``gemm_multiplications`` (3 or 4): complex matrix products (mm, bmm, addmm, baddbmm,
+  addbmm and what lowers to them: matmul, einsum, linear, ...) and ``aten.convolution`` as 3
+  real products (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula), in every
+  traced graph (compile, export, decompose: realify/gauss.py, read when a graph is traced); the
+  eager ComplexTensor computes the textbook form. PyTorch's own ``conv1d/2d/3d`` and
+  ``conv_transpose*d`` on complex inputs are three real convolutions (Gauss's form) before
+  realify sees them, so 4 does not reach those calls (under ``complex_autocast`` conv*d is
+  traced as ``aten.convolution``, in 4 products). See docs/numerics.md for the error bound
+  that makes 3 the default.
 - ``interleaved_products`` (bool): in the compile backend, a complex product whose factor
   already sits interleaved in memory (``view_as_complex`` of a real tensor, as in rotary
   embeddings) runs on the (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's
