@@ -199,3 +199,50 @@ def test_convolution_with_same_padding_stays_float32(fresh_dynamo):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         eager = fn(a, b)
     torch.testing.assert_close(_compiled(fn, torch.bfloat16, True)(a, b), eager, rtol=2e-6, atol=2e-5)
+
+
+def FOUR_PRODUCT_CONV2D(a, b):
+    return torch.ops.aten.convolution.default(a, b, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+
+
+def _with_special_parts(x, seed, rate):
+    """``x`` with about ``rate`` of its parts replaced by inf, -inf, nan, 0 or -0."""
+    gen = torch.Generator().manual_seed(seed)
+    parts = torch.view_as_real(x).clone()
+    special = torch.rand(parts.shape, generator=gen) < rate
+    picks = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0])
+    parts[special] = picks[torch.randint(len(picks), parts.shape, generator=gen)][special]
+    return torch.view_as_complex(parts)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("name", ["matmul", "einsum", "conv2d"])
+def test_special_parts_stay_where_float32_puts_them(fresh_dynamo, name, dtype):
+    """Operands with infinite, NaN and zero parts: the lower-precision products give NaN and
+    infinities (with their signs) exactly where the same four-product form gives them in
+    float32 (casts to bfloat16/float16 keep inf, nan and signed zeros, and 4M has no
+    cancellation of infinities that 3M's sums would add), and the finite entries keep the
+    rounding bound of the test above. Operands are O(1): float16 overflows past 65504, as real
+    autocast does."""
+    fn, a_shape, b_shape = PRODUCT_PROGRAMS[name]
+    a, b = _operands(a_shape, b_shape, "normal")
+    rate = 0.01 if name == "conv2d" else 0.05  # a convolution output reads 36 products here
+    a, b = _with_special_parts(a, 0, rate), _with_special_parts(b, 1, rate)
+    # float32 in the same four-product form: F.conv2d's own composite is Gauss's (whatever
+    # gemm_multiplications says), so the reference convolution is called as aten.convolution
+    reference_fn = FOUR_PRODUCT_CONV2D if name == "conv2d" else fn
+    with realify.config.patch(gemm_multiplications=4):
+        torch._dynamo.reset()
+        reference = realify.compile(reference_fn, inner="eager")(a, b)
+    got = _compiled(fn, dtype, True)(a, b)
+    for part in ("real", "imag"):
+        g, r = getattr(got, part), getattr(reference, part)
+        assert torch.equal(g.isnan(), r.isnan()), part
+        assert torch.equal(g.isinf(), r.isinf()) and torch.equal(g[r.isinf()], r[r.isinf()]), part
+    assert reference.isnan().any() and reference.isinf().any() and reference.isfinite().any()  # all three occur
+    finite_a, finite_b = (torch.where(t.isfinite(), t, 0) for t in (a, b))  # finite entries saw finite parts only
+    re_bound, im_bound = _rounding_bound(fn, finite_a, finite_b, dtype)
+    exact = fn(finite_a.to(C128), finite_b.to(C128))
+    kept = reference.isfinite()
+    assert ((got.real.double() - exact.real).abs() <= re_bound)[kept].all()
+    assert ((got.imag.double() - exact.imag).abs() <= im_bound)[kept].all()
