@@ -185,14 +185,61 @@ def _view_as_complex_of_real(x, w):
     return torch.view_as_complex(x) * (1 + 2j) + torch.view_as_complex(x).abs()
 
 
-# name -> (program, first input (real pairs for the last), first input's placement)
+def _branch_cuts(a, w):
+    return torch.sqrt(a) + torch.log(a) * (0.5 - 1j) + a.conj() * w[0, 0]
+
+
+# name -> (program, first input, first input's placement); inputs: "complex" Gaussian,
+# "real" pairs for view_as_complex, "special" Gaussian with inf, nan and the negative real axis
+# approached from both sides (±0 imaginary parts), "transposed" a non-contiguous view
 DTENSOR_PROGRAMS = {
     "elementwise-sharded": (_elementwise, "complex", "shard"),
     "elementwise-replicated": (_elementwise, "complex", "replicate"),
     "sum-over-sharded-dim": (_sum_over_sharded_dim, "complex", "shard"),
     "matmul-replicated-weight": (_matmul_with_replicated_weight, "complex", "shard"),
     "view-as-complex-of-real": (_view_as_complex_of_real, "real", "shard"),
+    "branch-cuts-and-special-values": (_branch_cuts, "special", "shard"),
+    "non-contiguous-sharded": (_elementwise, "transposed", "shard"),
 }
+
+
+def _dtensor_input(kind: str) -> torch.Tensor:
+    if kind == "real":
+        return torch.randn(8, 6, 2)
+    if kind == "transposed":
+        return torch.randn(6, 8, dtype=torch.complex64).t()
+    first = torch.randn(8, 6, dtype=torch.complex64)
+    if kind == "special":  # one special entry per row, on both ranks' shards
+        inf, nan = float("inf"), float("nan")
+        specials = [complex(-1.5, 0.0), complex(-1.5, -0.0), complex(-0.0, 0.0), complex(inf, 0.5),
+                    complex(-inf, -0.0), complex(0.5, nan), complex(-2.0, -0.0), complex(0.0, -inf)]
+        for row, value in enumerate(specials):
+            first[row, row % 6] = value
+    return first
+
+
+# programs whose values realify computes differently from eager on purpose (C99's recovery of
+# infinite products: README, "Where values differ from eager"): their DTensor runs are compared
+# with realify on plain tensors (plain_programs), the others with eager DTensors
+DIFFERS_FROM_EAGER = {"branch-cuts-and-special-values"}
+
+
+def plain_programs(names) -> dict[str, Any]:
+    """Programs of :data:`DTENSOR_PROGRAMS` compiled by realify (eager inner) on plain tensors
+    in this process, with the inputs, outputs and gradients of :func:`dtensor_programs`."""
+    import realify
+
+    results = {}
+    for name in names:
+        program, kind, _ = DTENSOR_PROGRAMS[name]
+        torch.manual_seed(0)
+        a = _dtensor_input(kind).requires_grad_()
+        w = torch.randn(6, 5, dtype=torch.complex64).requires_grad_()
+        torch._dynamo.reset()
+        out = realify.compile(program, inner="eager")(a, w)
+        out.abs().sum().backward()
+        results[name] = {"out": out.detach().numpy().copy(), "grads": [a.grad.numpy().copy(), w.grad.numpy().copy()]}
+    return results
 
 
 def dtensor_programs(rank: int, compiler: str | None) -> dict[str, Any]:
@@ -209,7 +256,7 @@ def dtensor_programs(rank: int, compiler: str | None) -> dict[str, Any]:
     results = {}
     for name, (program, kind, placement) in DTENSOR_PROGRAMS.items():
         torch.manual_seed(0)
-        first = torch.randn(8, 6, dtype=torch.complex64) if kind == "complex" else torch.randn(8, 6, 2)
+        first = _dtensor_input(kind)
         weight = torch.randn(6, 5, dtype=torch.complex64)
         a = distribute_tensor(first, mesh, [Shard(0) if placement == "shard" else Replicate()]).requires_grad_()
         w = distribute_tensor(weight, mesh, [Replicate()]).requires_grad_()

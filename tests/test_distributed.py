@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch.distributed as dist
 
-from distributed_support import DTENSOR_PROGRAMS, ddp_training, dtensor_programs, fsdp_training, run_ranks
+from distributed_support import (DIFFERS_FROM_EAGER, DTENSOR_PROGRAMS, ddp_training, dtensor_programs, fsdp_training,
+                                 plain_programs, run_ranks)
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="this torch build has no gloo backend")
@@ -79,7 +80,9 @@ def test_fsdp2_with_inductor_trains_like_eager_fsdp2(eager_fsdp):
 
 @pytest.fixture(scope="module")
 def eager_dtensor():
-    return run_ranks(dtensor_programs, None)
+    """What each DTensor program must give: eager DTensors' results, or realify's on plain
+    tensors for the programs where realify differs from eager on purpose."""
+    return run_ranks(dtensor_programs, None) | plain_programs(DIFFERS_FROM_EAGER)
 
 
 def _same_dtensor_results(got, expected):
@@ -98,7 +101,10 @@ def _same_dtensor_results(got, expected):
 def test_complex_dtensor_programs_match_eager(eager_dtensor):
     """Sharded and replicated complex DTensors through the backend, forward and backward:
     AOTAutograd runs the DTensor's dispatch (sharding, collectives) on the complex program and
-    realify compiles the plain graphs of local shards it yields (backend.py)."""
+    realify compiles the plain graphs of local shards it yields (backend.py). Inputs include
+    inf, nan and both sides of the log/sqrt branch cut (against realify on plain tensors: the
+    program multiplies infinities, where realify follows C99 and eager does not) and a
+    non-contiguous sharded input."""
     _same_dtensor_results(run_ranks(dtensor_programs, "eager"), eager_dtensor)
 
 
