@@ -218,9 +218,11 @@ def _dtensor_input(kind: str) -> torch.Tensor:
     return first
 
 
-# programs whose values realify computes differently from eager on purpose (C99's recovery of
-# infinite products: README, "Where values differ from eager"): their DTensor runs are compared
-# with realify on plain tensors (plain_programs), the others with eager DTensors
+# programs whose values realify computes differently from eager on purpose: eager adds
+# complex tensors as a + 1 * b, whose product turns an infinite part of b into NaN
+# (0 + (-inf + inf j) is nan + nan j), realify per part (README, "Where values differ from
+# eager"); their DTensor runs are compared with realify on plain tensors (plain_programs), the
+# others with eager DTensors
 DIFFERS_FROM_EAGER = {"branch-cuts-and-special-values"}
 
 

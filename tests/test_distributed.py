@@ -103,8 +103,8 @@ def test_complex_dtensor_programs_match_eager(eager_dtensor):
     AOTAutograd runs the DTensor's dispatch (sharding, collectives) on the complex program and
     realify compiles the plain graphs of local shards it yields (backend.py). Inputs include
     inf, nan and both sides of the log/sqrt branch cut (against realify on plain tensors: the
-    program multiplies infinities, where realify follows C99 and eager does not) and a
-    non-contiguous sharded input."""
+    program adds infinite values, which realify adds per part and eager through a complex
+    product) and a non-contiguous sharded input."""
     _same_dtensor_results(run_ranks(dtensor_programs, "eager"), eager_dtensor)
 
 
