@@ -141,8 +141,8 @@ def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | Non
 
 def parse(report: str) -> tuple[str, list[OpStatus]]:
     """A report written by ``render`` read back: the torch version it ran on and its rows."""
-    version = next(line for line in report.splitlines() if line.startswith("torch "))[len("torch "):].split(",")[0]
     lines = report.splitlines()
+    version = next(line for line in lines if line.startswith("torch "))[len("torch "):].split(",")[0]
     header = next(i for i, line in enumerate(lines) if line.startswith("| op |"))
     front_ends = [cell.strip() for cell in lines[header].strip("|").split("|")][1:]
     statuses = []

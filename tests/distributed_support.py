@@ -229,18 +229,12 @@ DIFFERS_FROM_EAGER = {"branch-cuts-and-special-values"}
 def plain_programs(names) -> dict[str, Any]:
     """Programs of :data:`DTENSOR_PROGRAMS` compiled by realify (eager inner) on plain tensors
     in this process, with the inputs, outputs and gradients of :func:`dtensor_programs`."""
-    import realify
-
     results = {}
     for name in names:
         program, kind, _ = DTENSOR_PROGRAMS[name]
-        torch.manual_seed(0)
-        a = _dtensor_input(kind).requires_grad_()
-        w = torch.randn(6, 5, dtype=torch.complex64).requires_grad_()
-        torch._dynamo.reset()
-        out = realify.compile(program, inner="eager")(a, w)
-        out.abs().sum().backward()
-        results[name] = {"out": out.detach().numpy().copy(), "grads": [a.grad.numpy().copy(), w.grad.numpy().copy()]}
+        first, weight = _program_inputs(kind)
+        results[name] = _forward_backward(program, first.requires_grad_(), weight.requires_grad_(), "eager",
+                                          full=lambda t: t)
     return results
 
 
@@ -250,24 +244,40 @@ def dtensor_programs(rank: int, compiler: str | None) -> dict[str, Any]:
     (gradient of ``|out|.sum()``); ``compiler``: None (eager) or realify's inner compiler.
     Returns, per program, the full output and both full gradients, and how many graphs realify
     compiled."""
-    import realify
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
     mesh = init_device_mesh("cpu", (WORLD,))
     results = {}
     for name, (program, kind, placement) in DTENSOR_PROGRAMS.items():
-        torch.manual_seed(0)
-        first = _dtensor_input(kind)
-        weight = torch.randn(6, 5, dtype=torch.complex64)
+        first, weight = _program_inputs(kind)
         a = distribute_tensor(first, mesh, [Shard(0) if placement == "shard" else Replicate()]).requires_grad_()
         w = distribute_tensor(weight, mesh, [Replicate()]).requires_grad_()
-        torch._dynamo.reset()
-        torch._dynamo.utils.counters.clear()
-        fn = program if compiler is None else realify.compile(program, inner=compiler)
-        out = fn(a, w)
-        out.abs().sum().backward()
-        grads = [t.grad.full_tensor().detach().numpy().copy() if t.grad is not None else None for t in (a, w)]
-        results[name] = {"out": out.full_tensor().detach().numpy().copy(), "grads": grads,
-                         "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
+        results[name] = _forward_backward(program, a, w, compiler, full=lambda t: t.full_tensor())
     return results
+
+
+def _program_inputs(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A program's first input (:func:`_dtensor_input`) and its complex weight, seeded alike
+    wherever they are made."""
+    torch.manual_seed(0)
+    return _dtensor_input(kind), torch.randn(6, 5, dtype=torch.complex64)
+
+
+def _forward_backward(program, a, w, compiler: str | None, full: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, Any]:
+    """``program(a, w)`` (compiled by realify with ``compiler`` unless None) and the gradients
+    of ``|out|.sum()``, as whole arrays (``full``: a DTensor's full tensor), with how many
+    graphs realify compiled."""
+    import realify
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    fn = program if compiler is None else realify.compile(program, inner=compiler)
+    out = fn(a, w)
+    out.abs().sum().backward()
+
+    def array(t):
+        return full(t).detach().numpy().copy()
+
+    return {"out": array(out), "grads": [array(t.grad) if t.grad is not None else None for t in (a, w)],
+            "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
