@@ -201,7 +201,7 @@ def test_convolution_with_same_padding_stays_float32(fresh_dynamo):
     torch.testing.assert_close(_compiled(fn, torch.bfloat16, True)(a, b), eager, rtol=2e-6, atol=2e-5)
 
 
-def FOUR_PRODUCT_CONV2D(a, b):
+def _four_product_conv2d(a, b):
     return torch.ops.aten.convolution.default(a, b, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
 
 
@@ -230,7 +230,7 @@ def test_special_parts_stay_where_float32_puts_them(fresh_dynamo, name, dtype):
     a, b = _with_special_parts(a, 0, rate), _with_special_parts(b, 1, rate)
     # float32 in the same four-product form: F.conv2d's own composite is Gauss's (whatever
     # gemm_multiplications says), so the reference convolution is called as aten.convolution
-    reference_fn = FOUR_PRODUCT_CONV2D if name == "conv2d" else fn
+    reference_fn = _four_product_conv2d if name == "conv2d" else fn
     with realify.config.patch(gemm_multiplications=4):
         torch._dynamo.reset()
         reference = realify.compile(reference_fn, inner="eager")(a, b)
