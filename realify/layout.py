@@ -3,7 +3,7 @@
 Rules are formulas on planar parts. A complex value that sits in memory as (re, im) pairs, an
 input that enters interleaved or a ``view_as_complex`` in the program, enters the real graph
 as the two parts ``select(P, -1, 0)`` and ``select(P, -1, 1)`` of one real ``(..., 2)`` tensor
-``P``. Whether to keep working on ``P`` itself is this pass's decision, made by three
+``P``. Whether to keep working on ``P`` itself is this pass's decision, made by four
 rewrites, each a pattern and its replacement, applied in one walk over the graph in order (a
 rewrite's result is already in the form the later patterns look for; rule 4 applies at the
 FFT, before the nodes that rule 1 and 2 then rewrite):
@@ -12,7 +12,12 @@ FFT, before the nodes that rule 1 and 2 then rewrite):
    ``select(V'(P), -1, k)``, ``V'`` the same view with the pair dimension kept last
    (unsqueeze, squeeze, slice, select, expand, view, permute, transpose; and ``roll`` along
    given dims, which moves elements as a view would), one ``V'(P)`` node shared by both
-   parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs.
+   parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs. Writes of a part
+   into the same part of other pairs (``slice_scatter``, ``select_scatter``: ``out[..., :m,
+   :m] = block``) are the same write of the pairs into the pairs, one node for both parts:
+   a data-movement kernel then copies whole pairs, contiguous in both, instead of writing
+   each part with stride-2 stores (neuraloperator's spectral convolution writes its mixed
+   modes into a zero spectrum, rolls it and hands it to the inverse FFT as pairs).
 2. **Parts put back together are the pairs**: ``stack([select(P, -1, 0), select(P, -1, 1)],
    -1)`` (``view_as_real`` of such a value, an FFT's input) becomes ``P``: no copy.
 3. **A product on pairs** (the compile backend only, ``realify.config.interleaved_products``):
@@ -66,6 +71,8 @@ def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozens
             changed |= _fft_as_pairs(graph, node)
         elif node.target in _ON_PAIRS:
             changed |= _view_of_part(graph, node, views)
+        elif node.target in _SCATTERS_ON_PAIRS:
+            changed |= _scatter_of_parts(graph, node, views)
         elif node.target is aten.stack.default:
             changed |= _parts_stacked(node)
         elif products and node.target is aten.sub.Tensor:
@@ -104,6 +111,37 @@ _ON_PAIRS = {
     **_VIEWS_ON_PAIRS,
     aten.roll.default: lambda p, n, shifts, dims=(): (aten.roll.default, (shifts, [_dim(d, n) for d in dims])) if dims else None,
 }
+
+
+# a part written into a part at given positions: the same write of the pairs into the pairs
+_SCATTERS_ON_PAIRS: dict[Any, Callable[..., tuple]] = {
+    aten.slice_scatter.default: lambda n, dim=0, start=None, end=None, step=1: (_dim(dim, n), start, end, step),
+    aten.select_scatter.default: lambda n, dim, index: (_dim(dim, n), index),
+}
+
+
+def _scatter_of_parts(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
+    """``scatter(select(P, -1, k), select(Q, -1, k), ...)`` becomes ``select(scatter(P, Q,
+    ...), -1, k)``, one ``scatter(P, Q)`` shared by both parts."""
+    into, src = _pair_part(node.args[0]), _pair_part(node.args[1])
+    if into is None or src is None or into[1] != src[1] or node.kwargs:
+        return False
+    (pairs, k), (src_pairs, _) = into, src
+    if pairs.meta["val"].dtype != src_pairs.meta["val"].dtype:
+        return False
+    args = _SCATTERS_ON_PAIRS[node.target](pairs.meta["val"].dim() - 1, *node.args[2:])
+    key = (node.target, pairs, src_pairs, repr(args))
+    written = views.get(key)
+    if written is None:
+        with graph.inserting_before(node):
+            written = call_on_fakes(graph, node.target, pairs, src_pairs, *args)
+        if written is None:
+            return False
+        views[key] = written
+    with graph.inserting_before(node):
+        replacement = call_on_fakes(graph, aten.select.int, written, -1, k)
+    node.replace_all_uses_with(replacement)
+    return True
 
 
 def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:

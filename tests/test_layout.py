@@ -131,6 +131,63 @@ def test_spectrum_crossing_a_graph_break_matches_eager(inner):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
+def _modes_written(out, z, block):
+    # neuraloperator's spectral convolution after its contraction: the mixed modes written into
+    # a spectrum (a slice and a select of it), fftshift, the inverse FFT
+    out[:, :, 2:6, :3] = block
+    out[:, :, 0] = z[:, :, 0]
+    return torch.fft.irfftn(torch.fft.ifftshift(out, dim=(-2,)), s=(8, 8), dim=(-2, -1))
+
+
+def test_writes_of_pairs_into_pairs_stay_pairs():
+    # slice_scatter/select_scatter of one complex value into another, both pairs: the write of
+    # the pairs (it moves bits: equal to eager's to the last signed zero and NaN), not one per
+    # part stacked back into pairs
+    z = torch.randn(2, 3, 8, 5, dtype=torch.complex64)
+    rows = torch.complex(torch.tensor([0.0, -0.0, float("inf"), float("nan")]),
+                         torch.tensor([-0.0, float("-inf"), 1.0, float("nan")]))
+    block = rows[:, None].expand(2, 3, 4, 3).clone()
+    out = torch.complex(torch.full((2, 3, 8, 5), -0.0), torch.zeros(2, 3, 8, 5))
+    gm = realify.decompose(_modes_written, [out, z, block], inputs="interleaved", outputs="interleaved")
+    targets = _targets(gm)
+    assert {"aten.slice_scatter.default", "aten.select_scatter.default"} <= targets, gm.code
+    assert "aten.stack.default" not in targets, gm.code
+    got_out = out.clone()
+    got = realify.boundary.RealCall(gm, gm.realify_signature)(got_out, z, block)
+    expected = _modes_written(out, z, block)
+    got_pairs, expected_pairs = torch.view_as_real(got_out), torch.view_as_real(out)
+    torch.testing.assert_close(got_pairs, expected_pairs, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got_pairs.signbit(), expected_pairs.signbit())
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def _written_across_a_break(x, w):
+    # the zero spectrum made in one graph, written in the next (an input the graph writes)
+    z = _spectrum_shifted(x)
+    out = torch.zeros_like(z)
+    torch._dynamo.graph_break()
+    out[..., 2:6, :3] = z[..., 2:6, :3] * w
+    out[..., 0, :] = z[..., 0, :]
+    return torch.fft.irfftn(torch.fft.ifftshift(out, dim=(-2,)), s=x.shape[-2:], dim=(-2, -1)), out
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_writes_into_a_spectrum_across_a_graph_break_match_eager(inner):
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    w = torch.randn(4, 3, dtype=torch.complex64, requires_grad=True)
+    torch._dynamo.reset()
+    got, got_out = realify.compile(_written_across_a_break, inner=inner)(x, w)
+    (got.square().sum() + got_out.abs().sum()).backward()
+    got_grads = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    expected, expected_out = _written_across_a_break(x, w)
+    (expected.square().sum() + expected_out.abs().sum()).backward()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_out, expected_out, rtol=1e-5, atol=1e-6)
+    for g, e in zip(got_grads, (x.grad, w.grad)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
 def _rotary_with_trainable_freqs(q, k, angles):
     # the frequency table differentiable too, so the backward needs every conj flag:
     # grad q = g * conj(f) and grad f = sum(g * conj(q))
