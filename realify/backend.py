@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
@@ -76,6 +77,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         log.warning("%d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
+    if inner == "inductor" and not _needs_grad(real_examples):
+        _write_inputs_in_place(real_gm, layouts, _with_shared_storage(real_examples))
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()
@@ -175,6 +178,58 @@ def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -
         node.replace_all_uses_with(inputs[node.target])
         graph.erase_node(node)
     return fx.GraphModule(gm, graph), lifted
+
+
+def _needs_grad(examples: Sequence[Any]) -> bool:
+    """Whether the compiled graph may be differentiated: dynamo guards grad mode and each
+    input's ``requires_grad``, so what holds for the examples holds at every call."""
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in examples)
+
+
+def _write_inputs_in_place(gm: fx.GraphModule, layouts: Sequence[str], shared: frozenset[int] = frozenset()) -> None:
+    """Inputs the program writes are written by the graph itself, into the memory it was
+    given, instead of coming back whole for the caller to copy in: each such output becomes
+    ``copy_(input, new)``, which Inductor lowers to the write itself (``out[..., :m, :m] =
+    block`` writes the block, not the whole tensor, and no copy follows the call).
+
+    Only for inputs that reach the graph as the caller's memory (real tensors, complex ones
+    entering as their pairs): where ``boundary.RealCall`` made a copy (conj, a dtype change),
+    or the graph returns some other value, it still copies the new value in after the call.
+    Only without gradients: a write the graph makes is hidden from autograd, and eager's write
+    gives the caller's tensor a gradient history. Not for inputs in ``shared`` (examples that
+    share memory with another input: AOTAutograd would make them views of one base, which it
+    refuses for the pairs of a complex tensor; such calls run eagerly anyway, see aliasing.py)."""
+    signature = gm.realify_signature
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    output = gm.graph.output_node()
+    results = list(output.args[0])
+    first = signature.num_user_outputs
+    for k, i in enumerate(signature.mutated_inputs):
+        new, target = results[first + k], placeholders[i]
+        if (signature.inputs[i] is not None and layouts[i] != "interleaved") or i in shared:
+            continue
+        if not isinstance(new, fx.Node) or not _same_geometry(new, target):
+            continue
+        with gm.graph.inserting_before(output):
+            results[first + k] = gm.graph.call_function(torch.ops.aten.copy_.default, (target, new))
+            results[first + k].meta["val"] = target.meta["val"]
+    output.args = (tuple(results),)
+    gm.recompile()
+
+
+def _with_shared_storage(examples: Sequence[Any]) -> frozenset[int]:
+    """The positions of tensor examples whose storage another example shares."""
+    seen: dict[Any, list[int]] = {}
+    for i, x in enumerate(examples):
+        if isinstance(x, torch.Tensor):
+            seen.setdefault(StorageWeakRef(x.untyped_storage()), []).append(i)
+    return frozenset(i for positions in seen.values() if len(positions) > 1 for i in positions)
+
+
+def _same_geometry(a: fx.Node, b: fx.Node) -> bool:
+    x, y = a.meta.get("val"), b.meta.get("val")
+    return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dtype == y.dtype
+            and x.shape == y.shape and x.device == y.device)
 
 
 def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:

@@ -95,6 +95,12 @@ class _RouteComplexCreation(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+# ops of the functional graph that autograd has no derivative for, which the inner compiler
+# differentiates: on real values too, they become their rule's real ops (``x[i] = v`` on a real
+# tensor ``x`` is ``copy(x[i], v)``, the rule's ``v.to(x.dtype).expand(...).clone()``)
+_RULE_ON_REAL_VALUES = frozenset({torch.ops.aten.copy.default})
+
+
 class PlanarInterpreter(fx.Interpreter):
     """Runs a functional aten graph with complex values held as ComplexTensor."""
 
@@ -120,7 +126,7 @@ class PlanarInterpreter(fx.Interpreter):
         complex_op = isinstance(target, (OpOverload, HigherOrderOperator)) and self._touches_complex(args, kwargs)
         if complex_op and self.on_complex_op is not None:
             self.on_complex_op(target, self.current)
-        if isinstance(target, OpOverload) and complex_op:
+        if isinstance(target, OpOverload) and (complex_op or target in _RULE_ON_REAL_VALUES):
             try:
                 return apply_rule(target, args, kwargs)
             except MissingRuleError as err:

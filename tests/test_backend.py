@@ -184,6 +184,61 @@ def test_mutation_matches_eager(fn, inner):
     torch.testing.assert_close(w1, w2)
 
 
+def _written_inputs():
+    # the input the program writes, as the caller holds it: (tensor, its base or None)
+    base = torch.randn(6, 8, dtype=C64)
+    real = torch.randn(4, 5)
+    return {
+        "contiguous": lambda: (torch.randn(4, 5, dtype=C64), None),
+        "conj_view": lambda: (lambda b: (b.conj(), b))(torch.randn(4, 5, dtype=C64)),
+        "transposed": lambda: (lambda b: (b.t(), b))(torch.randn(5, 4, dtype=C64)),
+        "offset_and_strided": lambda: (lambda b: (b[1:5, 1:6], b))(base.clone()),
+        "complex128": lambda: (torch.randn(4, 5, dtype=C128), None),
+        "real": lambda: (real.clone(), None),
+    }
+
+
+def _write_then_read(z, w):
+    # a slice written, then the whole tensor read in the same graph (as neuraloperator's
+    # spectral layer writes its modes, then rolls the spectrum)
+    z[1:3, :2] = (w[:2, :2] * 2).to(z.dtype) if z.is_complex() else w[:2, :2].real * 2
+    z[0] = z[3]
+    return torch.roll(z, 1, 0).sum(), z[2]
+
+
+@pytest.mark.parametrize("kind", list(_written_inputs()))
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, monkeypatch):
+    # Inductor writes inputs the caller gave as memory in place; a conj view, another dtype, or
+    # a graph that may be differentiated keep the copy after the call: either way the caller's
+    # tensor, its base, the outputs (and gradients) are eager's
+    torch._dynamo.reset()
+    in_place = []
+    write = realify.backend._write_inputs_in_place
+    monkeypatch.setattr(realify.backend, "_write_inputs_in_place", lambda gm, *rest: (
+        write(gm, *rest), in_place.append(any(n.target is torch.ops.aten.copy_.default for n in gm.graph.nodes))))
+    make = _written_inputs()[kind]
+    torch.manual_seed(0)
+    z1, base1 = make()
+    torch.manual_seed(0)
+    z2, base2 = make()
+    w1 = torch.randn(4, 5, dtype=C64, requires_grad=grad)
+    w2 = w1.detach().clone().requires_grad_(grad)
+    compiled = realify.compile(_write_then_read, inner="inductor")
+    for _ in range(2):  # the second call runs the compiled graph on memory it wrote before
+        got, expected = compiled(z1, w1), _write_then_read(z2, w2)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+        torch.testing.assert_close(z1, z2, msg="the written input")
+        if base1 is not None:
+            torch.testing.assert_close(base1, base2, msg="the written input's base")
+    assert in_place == ([] if grad else [True]), in_place
+    if grad:
+        (got[0].abs() + got[1].abs().sum()).backward()
+        (expected[0].abs() + expected[1].abs().sum()).backward()
+        torch.testing.assert_close(w1.grad, w2.grad)
+
+
 def _input_kinds():
     z = torch.randn(4, 3, dtype=C64)
     return {
