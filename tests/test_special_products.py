@@ -5,8 +5,8 @@ Complex multiplication by the formula (ac - bd) + (ad + bc)i, which eager uses, 
 associative once a part is infinite or NaN, so the product's special values depend on the order
 of the factors; realify multiplies in the order of eager's CPU kernel (realify/rules/reductions.py,
 ``_eager_order_product``). Lengths cover a run shorter than one of eager's vector blocks (16
-complex64 or 8 complex128 entries with AVX2, twice that with AVX-512), whole blocks, and blocks
-with a remainder. Sizes stay below 32768 elements, where eager reduces on one thread.
+complex64 or 8 complex128 entries on x86, AVX-512 machines included: ATen has no AVX-512 build of
+prod's kernel), whole blocks, and blocks with a remainder. Sizes stay below 32768 elements, where eager reduces on one thread.
 """
 
 from __future__ import annotations

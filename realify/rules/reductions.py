@@ -149,11 +149,11 @@ def _chain_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.
 
 @functools.cache
 def _vector_bytes() -> int:
-    """The width of eager's CPU vector registers for this build and machine (ATen's
-    Vectorized types): 64 bytes with AVX-512, 16 on ARM without 256-bit SVE, 32 otherwise."""
+    """The width of the vector registers eager's CPU prod kernel runs on, for this build and
+    machine (ATen's Vectorized types): 16 bytes on ARM without 256-bit SVE, 32 otherwise. An
+    AVX-512 machine runs the AVX2 kernel: ATen builds an AVX-512 variant only of the kernels
+    registered for it (ALSO_REGISTER_AVX512_DISPATCH), and prod's is not."""
     capability = torch.backends.cpu.get_cpu_capability()
-    if capability == "AVX512":
-        return 64
     if platform.machine().lower() in ("aarch64", "arm64") and capability != "SVE256":
         return 16
     return 32
