@@ -130,18 +130,7 @@ def _scatter_of_parts(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
     if pairs.meta["val"].dtype != src_pairs.meta["val"].dtype:
         return False
     args = _SCATTERS_ON_PAIRS[node.target](pairs.meta["val"].dim() - 1, *node.args[2:])
-    key = (node.target, pairs, src_pairs, repr(args))
-    written = views.get(key)
-    if written is None:
-        with graph.inserting_before(node):
-            written = call_on_fakes(graph, node.target, pairs, src_pairs, *args)
-        if written is None:
-            return False
-        views[key] = written
-    with graph.inserting_before(node):
-        replacement = call_on_fakes(graph, aten.select.int, written, -1, k)
-    node.replace_all_uses_with(replacement)
-    return True
+    return _part_of_shared(graph, node, views, k, node.target, pairs, src_pairs, *args)
 
 
 def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
@@ -154,16 +143,22 @@ def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
     if on_pairs is None:
         return False
     op, args = on_pairs
-    key = (op, pairs, repr(args))  # sizes may be symbolic: compared as written
-    viewed = views.get(key)
-    if viewed is None:
+    return _part_of_shared(graph, node, views, k, op, pairs, *args)
+
+
+def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any, *args: Any) -> bool:
+    """Replace ``node`` by part ``k`` of ``op(*args)`` on pairs, made once for both parts
+    (``views`` holds those made so far)."""
+    key = (op, *(a if isinstance(a, fx.Node) else repr(a) for a in args))  # sizes may be symbolic: as written
+    made = views.get(key)
+    if made is None:
         with graph.inserting_before(node):
-            viewed = call_on_fakes(graph, op, pairs, *args)
-        if viewed is None:
+            made = call_on_fakes(graph, op, *args)
+        if made is None:
             return False
-        views[key] = viewed
+        views[key] = made
     with graph.inserting_before(node):
-        replacement = call_on_fakes(graph, aten.select.int, viewed, -1, k)
+        replacement = call_on_fakes(graph, aten.select.int, made, -1, k)
     node.replace_all_uses_with(replacement)
     return True
 

@@ -239,6 +239,25 @@ def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, monkeypatch):
         torch.testing.assert_close(w1.grad, w2.grad)
 
 
+def test_a_write_in_place_is_seen_by_autograd_saved_tensors():
+    # written inside the compiled graph (no grad), the input's version counter still moves:
+    # a backward that saved it raises as eager's does, instead of using the new values
+    z = torch.randn(4, dtype=C64)
+    w = torch.randn(4, dtype=C64, requires_grad=True)
+    y = (z * w).abs().sum()
+
+    def zero_a_slice(z):
+        z[1:3] = 0
+        return z.abs().sum()
+
+    version = z._version
+    with torch.no_grad():
+        realify.compile(zero_a_slice, inner="inductor")(z)
+    assert z._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
 def _input_kinds():
     z = torch.randn(4, 3, dtype=C64)
     return {
