@@ -13,7 +13,11 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 - ``interleaved_products`` (bool): in the compile backend, a complex product whose factor
   already sits interleaved in memory (``view_as_complex`` of a real tensor, as in rotary
   embeddings) runs on the (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's
-  vectorized complex kernel) instead of planar arithmetic on stride-2 loads (the layout pass,
+  vectorized complex kernel) instead of planar arithmetic on stride-2 loads; and a small
+  matrix product (``mm``/``bmm`` with ``m n k / (m k + k n + m n)`` below
+  ``realify.layout.PAIRS_GEMM_INTENSITY``, about 576 x 576 square) runs as BLAS's complex GEMM
+  on the pairs (``realify::cmm_pairs``, eager's rounding), whatever ``gemm_multiplications``
+  says: converting to planes costs more there than the real GEMMs save (the layout pass,
   realify/layout.py, read when a graph compiles). Off, every product is planar real
   arithmetic, as in what ``realify.export`` produces for runtimes that know only standard ops.
 - ``complex_autocast`` (bool, default False): under ``torch.autocast``, the real GEMMs and

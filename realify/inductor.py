@@ -14,7 +14,8 @@ torch release; where a release needs something of its own, the item says so.
    turns ``-0`` into ``+0``, as eager's kernels do).
 3. ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it,
    through an ATen-fallback lowering registered explicitly.
-4. A lowering of ``realify::cmul_pairs`` to ATen's complex kernel (:class:`PairProductsToATen`).
+4. A lowering of ``realify::cmul_pairs`` and ``realify::cmm_pairs`` to ATen's complex kernels
+   (:class:`PairProductsToATen`).
 5. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
 6. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
    (:class:`AccurateExpm1`); :func:`accurate_expm1` gives it to programs Inductor compiles
@@ -42,7 +43,10 @@ Inductor generates, stay real. A conjugated factor is materialized with ``conj_p
 the copy eager's ``mul`` makes of a lazily conjugated operand anyway. Only products whose
 operands are contiguous are rewritten: Inductor calls ``view_as_complex`` on a contiguous
 input (``require_contiguous``), which would otherwise copy, and for a broadcast (expanded)
-operand materialize the whole expansion.
+operand materialize the whole expansion. ``realify::cmm_pairs`` (small matrix products) is
+lowered the same way to ``mm``/``bmm`` of the complex views, and always: an operand that is
+not contiguous pairs is first laid out contiguous (:func:`_blas_operand`), the copy BLAS
+would need anyway.
 """
 
 from __future__ import annotations
@@ -67,27 +71,35 @@ aten = torch.ops.aten
 
 
 class PairProductsToATen(CustomGraphPass):
-    """Post-grad pass: ``realify::cmul_pairs`` -> ATen ``view_as_complex``/``mul``/``view_as_real``."""
+    """Post-grad pass: ``realify::cmul_pairs`` -> ATen ``view_as_complex``/``mul``/``view_as_real``,
+    ``realify::cmm_pairs`` likewise with ``mm``/``bmm``."""
 
     def __call__(self, graph: fx.Graph) -> None:
         factors: dict[tuple[fx.Node, bool], fx.Node] = {}  # one complex view per operand, shared by its products
         for node in list(graph.nodes):
-            if node.op == "call_function" and node.target is torch.ops.realify.cmul_pairs.default:
+            if node.op == "call_function" and node.target in _PAIR_PRODUCTS:
                 _lower(graph, node, factors)
 
     def uuid(self) -> Any:
         # part of Inductor's FX graph cache key: bump when the rewrite changes
-        return "realify.PairProductsToATen.v2"
+        return "realify.PairProductsToATen.v3"
 
 
 def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
     a, b, conj_a, conj_b = node.args
-    if not all(_contiguous_pairs(x) for x in (a, b)):
+    if node.target is torch.ops.realify.cmm_pairs.default:
+        # a GEMM operand is copied to BLAS's layout anyway: lay it out contiguous (free where
+        # Inductor computes it), so that its complex view is free
+        a, b = (x if _contiguous_pairs(x) else _contiguous_operand(graph, node, x) for x in (a, b))
+        product_op = aten.mm.default if node.meta["val"].dim() == 3 else aten.bmm.default
+    elif all(_contiguous_pairs(x) for x in (a, b)):
+        product_op = aten.mul.Tensor
+    else:
         return
     with graph.inserting_before(node):
         za = _complex_factor(graph, a, conj_a, factors)
         zb = _complex_factor(graph, b, conj_b, factors)
-        product = _call(graph, aten.mul.Tensor, za, zb)
+        product = _call(graph, product_op, za, zb)
         pairs = _call(graph, aten.view_as_real.default, product)
     node.replace_all_uses_with(pairs)
     graph.erase_node(node)
@@ -125,6 +137,18 @@ def _contiguous_pairs(x: Any) -> bool:
             and guard_or_false(val.storage_offset() % 2 == 0))
 
 
+_PAIR_PRODUCTS = (torch.ops.realify.cmul_pairs.default, torch.ops.realify.cmm_pairs.default)
+
+
+def _contiguous_operand(graph: fx.Graph, before: fx.Node, x: fx.Node) -> fx.Node:
+    """``x`` through :func:`_blas_operand`: laid out contiguous by Inductor."""
+    with graph.inserting_before(before):
+        operand = graph.call_function(_blas_operand, (x,))
+    with x.meta["val"].fake_mode:
+        operand.meta["val"] = x.meta["val"].contiguous()
+    return operand
+
+
 class GemmOperandsForBLAS(CustomGraphPass):
     """Post-grad pass: GEMM operands that would reach BLAS with no unit stride get a
     contiguous layout.
@@ -153,11 +177,7 @@ class GemmOperandsForBLAS(CustomGraphPass):
                 continue
             for i, x in enumerate(node.args[:2]):
                 if _no_unit_stride(x) or (node.target is aten.bmm.default and _computed_by_inductor(x)):
-                    with graph.inserting_before(node):
-                        operand = graph.call_function(_blas_operand, (x,))
-                    with x.meta["val"].fake_mode:
-                        operand.meta["val"] = x.meta["val"].contiguous()
-                    node.update_arg(i, operand)
+                    node.update_arg(i, _contiguous_operand(graph, node, x))
 
     def uuid(self) -> Any:
         return "realify.GemmOperandsForBLAS.v3"

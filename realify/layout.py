@@ -30,6 +30,13 @@ FFT, before the nodes that rule 1 and 2 then rewrite):
    even vectorized (docs/benchmarks.md, "Measurements behind design choices"). Products of
    inputs that entered interleaved stay planar: they usually feed more arithmetic, which a
    compiler fuses with the planar formula; and exported programs keep standard ops only.
+   A **matrix product** (``mm``, ``bmm``) of small arithmetic intensity, ``m n k / (m k + k n
+   + m n)`` below :data:`PAIRS_GEMM_INTENSITY` (inner dimension ``k`` at least
+   :data:`PAIRS_GEMM_MIN_INNER`), becomes ``realify::cmm_pairs``, BLAS's
+   complex GEMM on the pairs, whatever its factors' layout: on planes, splitting the
+   operands and interleaving the result move every element through memory once more, which
+   the real GEMMs (three with Gauss's form) repay only for large products. Tagged products
+   (complex autocast) stay planar: they run in lower precision.
 
 4. **An FFT whose result is only wanted as pairs computes the pairs**: where every use of
    the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them)
@@ -40,7 +47,7 @@ FFT, before the nodes that rule 1 and 2 then rewrite):
 
 Rules 1, 2 and 4 change no value and no layout a caller can see (the graph's outputs are laid out
 by realify/boundary.py); rule 3 changes how a product rounds only as ATen's complex kernel
-rounds it.
+(or BLAS's complex GEMM) rounds it: eager's rounding.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
+from .autocast import tagged_dtype
 from .passes import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
@@ -179,17 +187,40 @@ def _parts_stacked(node: fx.Node) -> bool:
 # ---- rule 3: products ------------------------------------------------------------------------
 
 
+# Matrix products below this arithmetic intensity (m n k / (m k + k n + m n) per matrix, the
+# flops per element moved, about n/3 for square n x n products) and with an inner dimension k
+# of at least PAIRS_GEMM_MIN_INNER run as BLAS's complex GEMM on the pairs: the planar form's
+# measured crossover above; below, a product as short as a quantum gate's (k = 2) is cheaper
+# planar, next to the elementwise work around it (docs/benchmarks.md, "Measurements behind
+# design choices").
+PAIRS_GEMM_INTENSITY = 192
+PAIRS_GEMM_MIN_INNER = 16
+
+_MATRIX_PRODUCTS = (aten.mm.default, aten.bmm.default)
+
+
 def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node]) -> bool:
     """``sub`` = ar br - ai bi of a planar product (realify/rules/_algebra.py, ``cmul``), whose
     imaginary part ar bi + ai br is another node: both replaced by the parts of
-    ``cmul_pairs``, where a factor is pairs the program made."""
-    factors = _product_factors(sub)
-    if factors is None:
+    ``cmul_pairs`` where a factor is pairs the program made, or of ``cmm_pairs`` for a small
+    matrix product."""
+    for target in (aten.mul.Tensor, *_MATRIX_PRODUCTS):
+        factors = _product_factors(sub, target)
+        if factors is not None:
+            break
+    else:
         return False
     (ar, ai, br, bi), add = factors
     a, b = _pairs_of(ar, ai), _pairs_of(br, bi)
-    if not any(p is not None and _root(p) not in boundary for p in (a, b)):
-        return False
+    if target is aten.mul.Tensor:
+        pairs_op = torch.ops.realify.cmul_pairs.default
+        if not any(p is not None and _root(p) not in boundary for p in (a, b)):
+            return False
+    else:
+        pairs_op = torch.ops.realify.cmm_pairs.default
+        if not _small_matrix_product(sub.args[0]) or any(
+                tagged_dtype(p) is not None for p in (*sub.args, *add.args)):
+            return False
     dtype = sub.meta["val"].dtype
     if dtype not in (torch.float32, torch.float64) or any(
             p is not None and p.meta["val"].dtype != dtype for p in (a, b)):
@@ -197,7 +228,7 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     with graph.inserting_before(sub):
         a = a if a is not None else call_on_fakes(graph, aten.stack.default, [ar, ai], -1)
         b = b if b is not None else call_on_fakes(graph, aten.stack.default, [br, bi], -1)
-        product = call_on_fakes(graph, torch.ops.realify.cmul_pairs.default, a, b, False, False)
+        product = call_on_fakes(graph, pairs_op, a, b, False, False)
         if product is None or product.meta["val"].shape[:-1] != sub.meta["val"].shape:
             return False  # what it made, nothing reads: dead code
         re, im = (call_on_fakes(graph, aten.select.int, product, -1, k) for k in (0, 1))
@@ -206,28 +237,39 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     return True
 
 
-def _product_factors(sub: fx.Node) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
+def _product_factors(sub: fx.Node, target: Any) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
     """The parts (ar, ai, br, bi) of a planar product's factors and its imaginary part's node,
-    where ``sub`` is ``mul(ar, br) - mul(ai, bi)`` and ``mul(ar, bi) + mul(ai, br)`` exists."""
+    where ``sub`` is ``P(ar, br) - P(ai, bi)`` and ``P(ar, bi) + P(ai, br)`` exists, ``P`` the
+    real product ``target``."""
     if len(sub.args) != 2 or sub.kwargs:
         return None
     left, right = sub.args
-    if not (_is_mul(left) and _is_mul(right)):
+    if not (_is_product(left, target) and _is_product(right, target)):
         return None
     (ar, br), (ai, bi) = left.args, right.args
     if not all(isinstance(x, fx.Node) for x in (ar, ai, br, bi)):
         return None
     for user in ar.users:
-        if _is_mul(user) and user.args == (ar, bi):
+        if _is_product(user, target) and user.args == (ar, bi):
             for add in user.users:
-                if (add.target is aten.add.Tensor and not add.kwargs and len(add.args) == 2
-                        and add.args[0] is user and _is_mul(add.args[1]) and add.args[1].args == (ai, br)):
+                if (add.target is aten.add.Tensor and not add.kwargs and len(add.args) == 2 and add.args[0] is user
+                        and _is_product(add.args[1], target) and add.args[1].args == (ai, br)):
                     return (ar, ai, br, bi), add
     return None
 
 
-def _is_mul(node: Any) -> bool:
-    return isinstance(node, fx.Node) and node.target is aten.mul.Tensor and len(node.args) == 2 and not node.kwargs
+def _is_product(node: Any, target: Any) -> bool:
+    return isinstance(node, fx.Node) and node.target is target and len(node.args) == 2 and not node.kwargs
+
+
+def _small_matrix_product(product: fx.Node) -> bool:
+    """A matrix product whose static sizes put it below :data:`PAIRS_GEMM_INTENSITY`, with an
+    inner dimension of at least :data:`PAIRS_GEMM_MIN_INNER`."""
+    *_, m, k = product.args[0].meta["val"].shape
+    n = product.args[1].meta["val"].shape[-1]
+    if not all(isinstance(d, int) for d in (m, k, n)):
+        return False  # symbolic sizes: no guard is added for a layout choice
+    return k >= PAIRS_GEMM_MIN_INNER and m * n * k < PAIRS_GEMM_INTENSITY * (m * k + k * n + m * n)
 
 
 def _pairs_of(re: fx.Node, im: fx.Node) -> fx.Node | None:

@@ -17,6 +17,7 @@ model's training step; docs/benchmarks.md, "Measurements behind design choices")
   as contiguous pairs, where nothing but pairs is made of it (realify/layout.py decides: an
   FFT whose result leaves the graph, through a graph break for instance, costs no copy)
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
+- ``realify::cmm_pairs(a, b, conj_a, conj_b) -> pairs``        (complex matrix product, mm/bmm)
 - ``realify::fusion_barrier(x) -> x``         (a value Inductor stores rather than recomputes)
 
 ``dim`` counts the dimensions of the complex value (the trailing pair dimension excluded) and
@@ -37,7 +38,7 @@ import torch
 
 aten = torch.ops.aten
 
-__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "fusion_barrier"]
+__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "cmm_pairs", "fusion_barrier"]
 
 
 def _as_pairs(x: torch.Tensor) -> torch.Tensor:
@@ -276,6 +277,50 @@ def _cmul_pairs_backward(ctx, grad):
 
 
 cmul_pairs.register_autograd(_cmul_pairs_backward, setup_context=_cmul_pairs_setup)
+
+
+# ---- complex matrix product on interleaved pairs ------------------------------------------
+# Below a measured size, a complex GEMM costs less as BLAS's complex GEMM on the pairs than as
+# real GEMMs on planes: splitting the operands into planes and interleaving the result move
+# every element through memory, which the 3M method's saved multiplication repays only for
+# large products (realify/layout.py decides when).
+
+
+@torch.library.custom_op("realify::cmm_pairs", mutates_args=())
+def cmm_pairs(a: torch.Tensor, b: torch.Tensor, conj_a: bool, conj_b: bool) -> torch.Tensor:
+    # a' @ b' with a' = conj(a) if conj_a else a, likewise b: mm on (m, k, 2) and (k, n, 2)
+    # pairs, bmm on (batch, m, k, 2) and (batch, k, n, 2); the result is (…, m, n, 2) pairs
+    za, zb = torch.view_as_complex(_as_pairs(a)), torch.view_as_complex(_as_pairs(b))
+    za, zb = (za.conj() if conj_a else za), (zb.conj() if conj_b else zb)
+    return _to_pairs(torch.matmul(za, zb).resolve_conj())
+
+
+@cmm_pairs.register_fake
+def _(a, b, conj_a, conj_b):
+    return a.new_empty((*a.shape[:-2], b.shape[-2], 2), dtype=torch.promote_types(a.dtype, b.dtype))
+
+
+def _matrix_transpose(pairs: torch.Tensor) -> torch.Tensor:
+    return pairs.transpose(-3, -2)
+
+
+def _cmm_pairs_backward(ctx, grad):
+    # y = a' @ b': grad_a' = g @ b'^H, and grad_a = conj(grad_a') = conj(g) @ b'^T where
+    # a' = conj(a); b'^H = (conj(b) if not conj_b else b)^T. Likewise grad_b' = a'^H @ g.
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        b_t = _matrix_transpose(b)
+        grad_a = (cmm_pairs(grad, b_t, True, ctx.conj_b) if ctx.conj_a
+                  else cmm_pairs(grad, b_t, False, not ctx.conj_b))
+    if ctx.needs_input_grad[1]:
+        a_t = _matrix_transpose(a)
+        grad_b = (cmm_pairs(a_t, grad, ctx.conj_a, True) if ctx.conj_b
+                  else cmm_pairs(a_t, grad, not ctx.conj_a, False))
+    return grad_a, grad_b, None, None
+
+
+cmm_pairs.register_autograd(_cmm_pairs_backward, setup_context=_cmul_pairs_setup)
 
 
 # ---- fusion barrier -------------------------------------------------------------------------

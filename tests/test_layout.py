@@ -4,6 +4,8 @@ BLAS-ready GEMM operands. Each is compared with eager complex PyTorch."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -11,7 +13,8 @@ import realify
 from backend_support import RecordingInner
 from realify.bench.workloads import SpectralConv2d, apply_rotary_emb, rotary_freqs
 from realify.backend import SMALL_INPUT
-from realify.ops import cmul_pairs
+from realify.layout import PAIRS_GEMM_INTENSITY, PAIRS_GEMM_MIN_INNER
+from realify.ops import cmm_pairs, cmul_pairs
 
 
 def _targets(gm: torch.fx.GraphModule) -> set[str]:
@@ -39,6 +42,106 @@ def test_cmul_pairs_takes_non_viewable_pairs():
     b = torch.randn(4, 2)
     expected = torch.view_as_real(torch.view_as_complex(a.contiguous()) * torch.view_as_complex(b))
     torch.testing.assert_close(cmul_pairs(a, b, False, False), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("conj_a", [False, True])
+@pytest.mark.parametrize("conj_b", [False, True])
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_cmm_pairs_values_and_gradients(conj_a, conj_b, batch):
+    a = torch.randn(*batch, 3, 4, 2, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(*batch, 4, 5, 2, dtype=torch.float64, requires_grad=True)
+
+    def reference(a, b):
+        za, zb = torch.view_as_complex(a), torch.view_as_complex(b)
+        return torch.view_as_real((za.conj() if conj_a else za) @ (zb.conj() if conj_b else zb))
+
+    torch.testing.assert_close(cmm_pairs(a, b, conj_a, conj_b), reference(a, b), rtol=0, atol=0)
+    assert torch.autograd.gradcheck(lambda a, b: cmm_pairs(a, b, conj_a, conj_b), (a, b))
+    assert torch.autograd.gradgradcheck(lambda a, b: cmm_pairs(a, b, conj_a, conj_b), (a, b))
+
+
+def _matrix_products(a, b, c):
+    # mm, a transposed factor and a conjugated one, bmm through matmul with a conjugate
+    # transpose, baddbmm with complex alpha, an einsum over modes (the FNO contraction)
+    return (a @ b, a.mT @ b.conj(), torch.matmul(c, c.mH), torch.baddbmm(c, c, c, alpha=0.5j, beta=2),
+            torch.einsum("bixy,ioxy->boxy", c[:2, :, None], c.transpose(0, 1)[:, :, None]))
+
+
+def _special_matrices():
+    # complex matrices with inf, nan, ±0 and exact axis points among ordinary entries
+    torch.manual_seed(0)
+    n = PAIRS_GEMM_MIN_INNER  # the smallest inner dimension that runs on the pairs
+    a, b = torch.randn(n, n, dtype=torch.complex64), torch.randn(n, n, dtype=torch.complex64)
+    a[0, 0] = complex(math.inf, 0.0)
+    a[1, 2] = complex(math.nan, 1.0)
+    a[2] = torch.complex(torch.tensor(-0.0), torch.tensor(0.0))
+    b[:, 3] = torch.complex(torch.tensor(0.0), torch.tensor(-0.0))
+    b[4, 4] = complex(0.0, -math.inf)
+    a[3, 1] = 2.0  # real-axis and imaginary-axis points
+    b[5, 0] = 3j
+    c = torch.randn(4, n, n, dtype=torch.complex64)
+    c[1, 0, 0] = complex(-math.inf, math.inf)
+    return a, b, c
+
+
+def _same_special_values(got, expected):
+    # where eager's result is inf/nan/±0, realify's is the same (sign included)
+    g, e = torch.view_as_real(got), torch.view_as_real(expected)
+    assert torch.equal(g.isnan(), e.isnan())
+    assert torch.equal(g.isinf(), e.isinf()) and torch.equal(g[e.isinf()], e[e.isinf()])
+    zeros = e == 0
+    assert torch.equal(g[zeros] == 0, zeros[zeros]) and torch.equal(g[zeros].signbit(), e[zeros].signbit())
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_small_matrix_products_run_on_pairs_and_match_eager(inner):
+    # below PAIRS_GEMM_INTENSITY a complex GEMM is BLAS's complex GEMM on the pairs: eager's
+    # own kernel, so special values come out where eager puts them (the planar form's
+    # cancellations differ: README, "Where values differ from eager"); gradients too
+    a, b, c = (t.requires_grad_() for t in _special_matrices())
+    torch._dynamo.reset()
+    rec = RecordingInner() if inner == "eager" else "inductor"
+    got = realify.compile(_matrix_products, inner=rec)(a, b, c)
+    expected = _matrix_products(a, b, c)
+    for k, (g, e) in enumerate(zip(got, expected)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5, equal_nan=True)
+        if k != 3:  # baddbmm's complex alpha: README, "Where values differ from eager"
+            _same_special_values(g, e)
+    if inner == "eager":
+        forward = next(gm for kind, gm in rec.graphs if kind == "forward")
+        assert "aten.mm.default" not in _targets(forward) and "aten.bmm.default" not in _targets(forward)
+        assert [n.target for n in forward.graph.nodes].count(torch.ops.realify.cmm_pairs.default) == 5
+    # gradients, on finite values (eager's own backward is what is compared)
+    a, b, c = (torch.randn_like(t).requires_grad_() for t in (a, b, c))
+    loss = lambda outs: sum((o * o.conj().sin()).real.sum() for o in outs)  # noqa: E731
+    loss(realify.compile(_matrix_products, inner=rec)(a, b, c)).backward()
+    got_grads = [t.grad.clone() for t in (a, b, c)]
+    for t in (a, b, c):
+        t.grad = None
+    loss(_matrix_products(a, b, c)).backward()
+    for g, t in zip(got_grads, (a, b, c)):
+        torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_matrix_products_on_pairs_or_planes_by_size():
+    # the layout pass puts a matrix product on the pairs below the measured crossover only;
+    # the compile backend asks for it (pair_products), export does not
+    def targets(n, **options):
+        a = torch.randn(n, n, dtype=torch.complex64)
+        return _targets(realify.decompose(lambda a, b: a @ b, [a, a], inputs="interleaved",
+                                          outputs="interleaved", **options))
+
+    small, large = 512, 640  # intensity n/3: 171 and 213, either side of 192
+    assert small / 3 < PAIRS_GEMM_INTENSITY < large / 3
+    assert targets(small, pair_products=True) == {"realify.cmm_pairs.default"}
+    assert "realify.cmm_pairs.default" not in targets(large, pair_products=True)
+    assert "realify.cmm_pairs.default" not in targets(small)
+    # a wide product with a short inner dimension is as small: m n k / (m k + k n + m n);
+    # below PAIRS_GEMM_MIN_INNER (a quantum gate's k = 2) it stays planar
+    for k in (PAIRS_GEMM_MIN_INNER, 2):
+        wide = realify.decompose(lambda a, b: a @ b, [torch.randn(4096, k, dtype=torch.complex64),
+                                                      torch.randn(k, 4096, dtype=torch.complex64)], pair_products=True)
+        assert ("realify.cmm_pairs.default" in _targets(wide)) == (k == PAIRS_GEMM_MIN_INNER)
 
 
 @pytest.mark.parametrize("interleaved", [True, False])
@@ -473,7 +576,7 @@ def _gemm_operand_strides(code: str) -> list[tuple[int, ...]]:
     return found
 
 
-def test_gemm_operands_reach_blas_with_a_unit_stride():
+def test_gemm_operands_reach_blas_with_a_unit_stride(monkeypatch):
     # einsum's batch-major permute hands bmm the FNO weights with no unit stride, and the
     # backward graph computes their gradients' operands laid out batch-major; the post-grad
     # pass gives every such operand a contiguous layout (otherwise ATen's bmm copies them
@@ -484,6 +587,8 @@ def test_gemm_operands_reach_blas_with_a_unit_stride():
     torch.manual_seed(0)
     model, x = SpectralConv2d(8, 8, 4), torch.randn(2, 8, 16, 16)
     compiled = realify.compile(model)
+    # the real bmm of planes: this small contraction would otherwise run on the pairs
+    monkeypatch.setattr(realify.layout, "PAIRS_GEMM_INTENSITY", 0)
 
     def step(run):
         model.zero_grad()
