@@ -46,7 +46,9 @@ input (``require_contiguous``), which would otherwise copy, and for a broadcast 
 operand materialize the whole expansion. ``realify::cmm_pairs`` (small matrix products) is
 lowered the same way to ``mm``/``bmm`` of the complex views, and always: an operand that is
 not contiguous pairs is first laid out contiguous (:func:`_blas_operand`), the copy BLAS
-would need anyway.
+would need anyway; a complex64 operand that is a view of contiguous pairs (einsum's
+mode-major permutes) is copied as 8-byte words, its views replayed on a float64 bitcast of
+the pairs (:func:`_contiguous_pairs_operand`).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class PairProductsToATen(CustomGraphPass):
 
     def uuid(self) -> Any:
         # part of Inductor's FX graph cache key: bump when the rewrite changes
-        return "realify.PairProductsToATen.v3"
+        return "realify.PairProductsToATen.v5"
 
 
 def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
@@ -90,7 +92,7 @@ def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
     if node.target is torch.ops.realify.cmm_pairs.default:
         # a GEMM operand is copied to BLAS's layout anyway: lay it out contiguous (free where
         # Inductor computes it), so that its complex view is free
-        a, b = (x if _contiguous_pairs(x) else _contiguous_operand(graph, node, x) for x in (a, b))
+        a, b = (x if _contiguous_pairs(x) else _contiguous_pairs_operand(graph, node, x) for x in (a, b))
         product_op = aten.mm.default if node.meta["val"].dim() == 3 else aten.bmm.default
     elif all(_contiguous_pairs(x) for x in (a, b)):
         product_op = aten.mul.Tensor
@@ -147,6 +149,55 @@ def _contiguous_operand(graph: fx.Graph, before: fx.Node, x: fx.Node) -> fx.Node
     with x.meta["val"].fake_mode:
         operand.meta["val"] = x.meta["val"].contiguous()
     return operand
+
+
+def _contiguous_pairs_operand(graph: fx.Graph, before: fx.Node, x: fx.Node) -> fx.Node:
+    """Pairs ``x`` laid out contiguous. complex64 pairs that are views of contiguous pairs are
+    copied as one 8-byte word per element: the views are replayed on a float64 bitcast of the
+    contiguous pairs (a free ATen view), so Inductor's copy kernel moves words; a copy of the
+    float32 pairs themselves vectorizes along the pair dimension, two lanes per vector
+    operation (a partial load and store per element, several times slower)."""
+    chain, root = [], x
+    while isinstance(root, fx.Node) and root.op == "call_function" and root.target in _VIEWS_ON_WORDS:
+        chain.append(root)
+        root = root.args[0]
+    if (not chain or not _contiguous_pairs(root) or root.meta["val"].dtype != torch.float32
+            or root.meta["val"].dim() < 2):
+        return _contiguous_operand(graph, before, x)
+    with graph.inserting_before(before):
+        words = _call(graph, aten.squeeze.dim, _call(graph, aten.view.dtype, root, torch.float64), -1)
+        for view in reversed(chain):
+            pairs_dims = view.args[0].meta["val"].dim()
+            args = _VIEWS_ON_WORDS[view.target](pairs_dims, *view.args[1:])
+            if args is None:
+                return _contiguous_operand(graph, before, x)  # what it made, nothing reads
+            words = _call(graph, view.target, words, *args)
+        words = _contiguous_operand(graph, before, words)
+        return _call(graph, aten.view.dtype, _call(graph, aten.unsqueeze.default, words, -1), torch.float32)
+
+
+def _kept_dims(dims: Any, n: int) -> list[int] | None:
+    """``dims`` of a view of pairs with ``n`` dimensions, normalized, where none is the pair
+    dimension (the last); None otherwise."""
+    dims = [d + n if d < 0 else d for d in dims]
+    return None if n - 1 in dims else dims
+
+
+# Each view of pairs (``n`` dimensions, the pair dimension last and untouched) as the arguments
+# of the same view of the words (one dimension fewer); None where the view moves the pair
+# dimension.
+_VIEWS_ON_WORDS: dict[Any, Callable[..., tuple | None]] = {
+    aten.unsqueeze.default: lambda n, dim: (lambda d: None if d == n else (d,))(dim + n + 1 if dim < 0 else dim),
+    aten.permute.default: lambda n, dims: ((list(dims[:-1]),) if [d % n for d in dims][-1] == n - 1 else None),
+    aten.view.default: lambda n, size: (list(size[:-1]),) if size[-1] == 2 else None,
+    aten._unsafe_view.default: lambda n, size: (list(size[:-1]),) if size[-1] == 2 else None,
+    aten.reshape.default: lambda n, size: (list(size[:-1]),) if size[-1] == 2 else None,
+    aten.expand.default: lambda n, size, implicit=False: (list(size[:-1]),) if size[-1] in (2, -1) else None,
+    aten.transpose.int: lambda n, d0, d1: (lambda k: None if k is None else tuple(k))(_kept_dims((d0, d1), n)),
+    aten.slice.Tensor: lambda n, dim=0, start=None, end=None, step=1:
+        (lambda k: None if k is None else (k[0], start, end, step))(_kept_dims((dim,), n)),
+    aten.select.int: lambda n, dim, index: (lambda k: None if k is None else (k[0], index))(_kept_dims((dim,), n)),
+}
 
 
 class GemmOperandsForBLAS(CustomGraphPass):

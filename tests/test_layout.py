@@ -5,6 +5,7 @@ BLAS-ready GEMM operands. Each is compared with eager complex PyTorch."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -121,6 +122,34 @@ def test_small_matrix_products_run_on_pairs_and_match_eager(inner):
     loss(_matrix_products(a, b, c)).backward()
     for g, t in zip(got_grads, (a, b, c)):
         torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_permuted_pairs_reach_blas_as_eight_byte_words():
+    # einsum's mode-major permute of complex64 pairs is copied as one float64 word per
+    # element (a bitcast of the input's pairs, the views replayed on it), not as float32
+    # pairs two lanes at a time; values and gradients as eager's
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    x = torch.randn(4, 16, 6, 5, dtype=torch.complex64, requires_grad=True)
+    w = torch.randn(16, 8, 6, 5, dtype=torch.complex64, requires_grad=True)
+
+    def f(x, w):
+        return torch.einsum("bixy,ioxy->boxy", x, w)
+
+    def step(fn):
+        out = fn(x, w)
+        (out * out.conj().cos()).real.sum().backward()
+        grads = x.grad.clone(), w.grad.clone()
+        x.grad = w.grad = None
+        return (out.detach(),) + grads
+
+    got, (forward, backward) = run_and_get_code(step, realify.compile(f))
+    for g, e in zip(got, step(f)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    # both operands: the graph input's pairs as words
+    assert len(re.findall(r"view\.dtype\((?:arg|primals)\w*, torch\.float64\)", forward)) == 2, forward
+    assert "aten.bmm.default" in forward and "aten.bmm.default" in backward
 
 
 def test_matrix_products_on_pairs_or_planes_by_size():
