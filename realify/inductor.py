@@ -84,7 +84,7 @@ class PairProductsToATen(CustomGraphPass):
 
     def uuid(self) -> Any:
         # part of Inductor's FX graph cache key: bump when the rewrite changes
-        return "realify.PairProductsToATen.v5"
+        return "realify.PairProductsToATen.v6"
 
 
 def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
@@ -157,47 +157,55 @@ def _contiguous_pairs_operand(graph: fx.Graph, before: fx.Node, x: fx.Node) -> f
     contiguous pairs (a free ATen view), so Inductor's copy kernel moves words; a copy of the
     float32 pairs themselves vectorizes along the pair dimension, two lanes per vector
     operation (a partial load and store per element, several times slower)."""
-    chain, root = [], x
-    while isinstance(root, fx.Node) and root.op == "call_function" and root.target in _VIEWS_ON_WORDS:
-        chain.append(root)
+    views, root = [], x
+    while isinstance(root, fx.Node) and root.op == "call_function":
+        args = _view_of_words(root)
+        if args is None:
+            break
+        views.append((root.target, args))
         root = root.args[0]
-    if (not chain or not _contiguous_pairs(root) or root.meta["val"].dtype != torch.float32
-            or root.meta["val"].dim() < 2):
+    if not views or not _contiguous_pairs(root) or root.meta["val"].dtype != torch.float32:
         return _contiguous_operand(graph, before, x)
     with graph.inserting_before(before):
         words = _call(graph, aten.squeeze.dim, _call(graph, aten.view.dtype, root, torch.float64), -1)
-        for view in reversed(chain):
-            pairs_dims = view.args[0].meta["val"].dim()
-            args = _VIEWS_ON_WORDS[view.target](pairs_dims, *view.args[1:])
-            if args is None:
-                return _contiguous_operand(graph, before, x)  # what it made, nothing reads
-            words = _call(graph, view.target, words, *args)
+        for target, args in reversed(views):
+            words = _call(graph, target, words, *args)
         words = _contiguous_operand(graph, before, words)
         return _call(graph, aten.view.dtype, _call(graph, aten.unsqueeze.default, words, -1), torch.float32)
 
 
-def _kept_dims(dims: Any, n: int) -> list[int] | None:
-    """``dims`` of a view of pairs with ``n`` dimensions, normalized, where none is the pair
-    dimension (the last); None otherwise."""
-    dims = [d + n if d < 0 else d for d in dims]
-    return None if n - 1 in dims else dims
+_WORD_VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
+                         aten.permute.default, aten.unsqueeze.default, aten.transpose.int, aten.slice.Tensor,
+                         aten.select.int})
 
 
-# Each view of pairs (``n`` dimensions, the pair dimension last and untouched) as the arguments
-# of the same view of the words (one dimension fewer); None where the view moves the pair
-# dimension.
-_VIEWS_ON_WORDS: dict[Any, Callable[..., tuple | None]] = {
-    aten.unsqueeze.default: lambda n, dim: (lambda d: None if d == n else (d,))(dim + n + 1 if dim < 0 else dim),
-    aten.permute.default: lambda n, dims: ((list(dims[:-1]),) if [d % n for d in dims][-1] == n - 1 else None),
-    aten.view.default: lambda n, size: (list(size[:-1]),) if size[-1] == 2 else None,
-    aten._unsafe_view.default: lambda n, size: (list(size[:-1]),) if size[-1] == 2 else None,
-    aten.reshape.default: lambda n, size: (list(size[:-1]),) if size[-1] == 2 else None,
-    aten.expand.default: lambda n, size, implicit=False: (list(size[:-1]),) if size[-1] in (2, -1) else None,
-    aten.transpose.int: lambda n, d0, d1: (lambda k: None if k is None else tuple(k))(_kept_dims((d0, d1), n)),
-    aten.slice.Tensor: lambda n, dim=0, start=None, end=None, step=1:
-        (lambda k: None if k is None else (k[0], start, end, step))(_kept_dims((dim,), n)),
-    aten.select.int: lambda n, dim, index: (lambda k: None if k is None else (k[0], index))(_kept_dims((dim,), n)),
-}
+def _view_of_words(view: fx.Node) -> tuple | None:
+    """The arguments that take ``view``, a view of pairs, of the words instead (the same
+    tensor without its pair dimension); None for any other node, or a view that touches the
+    pair dimension (the last)."""
+    target, args = view.target, view.args[1:]
+    if target not in _WORD_VIEWS or view.kwargs or not isinstance(view.args[0], fx.Node):
+        return None
+    n = view.args[0].meta["val"].dim()
+
+    def kept(*dims: int) -> bool:  # normalized dims, none of them the pair dimension
+        return all(d % n != n - 1 for d in dims)
+
+    if target in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default):
+        size = args[0]  # -1 keeps a size only in expand (in a view it infers one)
+        return (list(size[:-1]),) if size[-1] == 2 or (size[-1] == -1 and target is aten.expand.default) else None
+    if target is aten.permute.default:
+        dims = args[0]
+        return (list(dims[:-1]),) if dims[-1] % n == n - 1 else None
+    if target is aten.unsqueeze.default:
+        dim = args[0] % (n + 1)
+        return (dim,) if dim < n else None
+    if target in (aten.transpose.int, aten.slice.Tensor, aten.select.int):
+        dims = args[:2] if target is aten.transpose.int else args[:1]
+        if not kept(*dims):
+            return None
+        return (*(d % n for d in dims), *args[len(dims):])
+    return None
 
 
 class GemmOperandsForBLAS(CustomGraphPass):

@@ -260,19 +260,21 @@ def _cmul_pairs_setup(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
+def _grad_conj_flags(conj_self: bool, conj_other: bool) -> tuple[bool, bool]:
+    """For y = x' o' (C-linear in each, x' = conj(x) if conj_self, o' likewise): grad_x' =
+    g conj(o'), and grad_x = conj(grad_x') where x' = conj(x), i.e. conj(g) o'. The flags of
+    (g, o) in that product: (conj_self, conj_other) if conj_self, else (False, not conj_other)."""
+    return (True, conj_other) if conj_self else (False, not conj_other)
+
+
 def _cmul_pairs_backward(ctx, grad):
-    # y = a' b' (C-linear in each): grad_a' = g conj(b'), and grad_a = conj(grad_a') where
-    # a' = conj(a), i.e. conj(g) b'. Likewise for b. Broadcast dimensions are summed back.
+    # grad_a = g conj(b') (or conj(g) b'), likewise for b; broadcast dimensions summed back
     a, b = ctx.saved_tensors
     grad_a = grad_b = None
     if ctx.needs_input_grad[0]:
-        grad_a = (cmul_pairs(grad, b, True, ctx.conj_b) if ctx.conj_a
-                  else cmul_pairs(grad, b, False, not ctx.conj_b))
-        grad_a = grad_a.sum_to_size(a.shape)
+        grad_a = cmul_pairs(grad, b, *_grad_conj_flags(ctx.conj_a, ctx.conj_b)).sum_to_size(a.shape)
     if ctx.needs_input_grad[1]:
-        grad_b = (cmul_pairs(grad, a, True, ctx.conj_a) if ctx.conj_b
-                  else cmul_pairs(grad, a, False, not ctx.conj_a))
-        grad_b = grad_b.sum_to_size(b.shape)
+        grad_b = cmul_pairs(grad, a, *_grad_conj_flags(ctx.conj_b, ctx.conj_a)).sum_to_size(b.shape)
     return grad_a, grad_b, None, None
 
 
@@ -300,23 +302,16 @@ def _(a, b, conj_a, conj_b):
     return a.new_empty((*a.shape[:-2], b.shape[-2], 2), dtype=torch.promote_types(a.dtype, b.dtype))
 
 
-def _matrix_transpose(pairs: torch.Tensor) -> torch.Tensor:
-    return pairs.transpose(-3, -2)
-
-
 def _cmm_pairs_backward(ctx, grad):
-    # y = a' @ b': grad_a' = g @ b'^H, and grad_a = conj(grad_a') = conj(g) @ b'^T where
-    # a' = conj(a); b'^H = (conj(b) if not conj_b else b)^T. Likewise grad_b' = a'^H @ g.
+    # y = a' @ b': grad_a = g @ conj(b')^T (or conj(g) @ b'^T), grad_b = conj(a')^T @ g (or
+    # a'^T @ conj(g)): the flags of the elementwise product, the factors transposed
     a, b = ctx.saved_tensors
     grad_a = grad_b = None
     if ctx.needs_input_grad[0]:
-        b_t = _matrix_transpose(b)
-        grad_a = (cmm_pairs(grad, b_t, True, ctx.conj_b) if ctx.conj_a
-                  else cmm_pairs(grad, b_t, False, not ctx.conj_b))
+        grad_a = cmm_pairs(grad, b.transpose(-3, -2), *_grad_conj_flags(ctx.conj_a, ctx.conj_b))
     if ctx.needs_input_grad[1]:
-        a_t = _matrix_transpose(a)
-        grad_b = (cmm_pairs(a_t, grad, ctx.conj_a, True) if ctx.conj_b
-                  else cmm_pairs(a_t, grad, not ctx.conj_a, False))
+        conj_grad, conj_a = _grad_conj_flags(ctx.conj_b, ctx.conj_a)
+        grad_b = cmm_pairs(a.transpose(-3, -2), grad, conj_a, conj_grad)
     return grad_a, grad_b, None, None
 
 
