@@ -7,9 +7,10 @@ export adapter) use for them:
 
 - inputs that share memory, one of them written in place: eager's later reads of the other
   see the write, the graph's do not. :func:`overlapping_write` finds such a pair at call time;
-- outputs that are views of inputs: eager returns a view (a later write to one shows in the
-  other), the graph a new tensor. :class:`OutputView` records the view's geometry relative to
-  its input once, at trace time, and :meth:`OutputView.make` takes it again at each call.
+- outputs that are views of inputs, or of other outputs: eager returns a view (a later write
+  to one shows in the other), the graph a new tensor. :class:`OutputView` records the view's
+  geometry relative to its input (or output) once, at trace time, and :meth:`OutputView.make`
+  takes it again at each call; :func:`output_bases` finds the outputs another output views.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import dataclasses
 from typing import Any, Collection, Sequence
 
 import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ._dtypes import COMPLEX_TO_REAL
 
@@ -101,7 +104,9 @@ def _span(x: torch.Tensor) -> tuple[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class OutputView:
-    """An output that is a view of input ``input``, taken again from that input at each call.
+    """An output that is a view of input ``input``, taken again from that input at each call;
+    with ``from_output``, a view of user output ``input`` (taken from it once it is laid out
+    with eager's strides: :func:`output_bases`).
 
     ``dtype``, ``size`` and ``stride`` are the view's, ``offset`` its storage offset (in its
     own elements) past the input's, ``conj`` whether its conjugate bit differs from the input's.
@@ -115,9 +120,11 @@ class OutputView:
     offset: int
     conj: bool = False
     whole: bool = False
+    from_output: bool = False
 
     @staticmethod
-    def of(output: torch.Tensor, base: torch.Tensor, input: int, whole: bool = False) -> "OutputView | None":
+    def of(output: torch.Tensor, base: torch.Tensor, input: int, whole: bool = False,
+           from_output: bool = False) -> "OutputView | None":
         """How to take ``output`` from ``base`` (fake values with eager's geometry: the
         program's own metadata), or None where it cannot be taken again at each call: sizes or
         offsets that are symbolic, a dtype the input cannot be viewed as, a different neg bit."""
@@ -132,7 +139,8 @@ class OutputView:
             return None
         return OutputView(input, output.dtype, tuple(output.shape), tuple(output.stride()),
                           output.storage_offset() - as_dtype.storage_offset(), output.is_conj() != base.is_conj(),
-                          whole=whole and output.dtype == base.dtype and output.is_conj() == base.is_conj())
+                          whole=whole and output.dtype == base.dtype and output.is_conj() == base.is_conj(),
+                          from_output=from_output)
 
     def make(self, base: torch.Tensor) -> torch.Tensor:
         if self.whole:
@@ -140,6 +148,51 @@ class OutputView:
         source = _as_dtype(base, self.dtype)
         view = source.as_strided(self.size, self.stride, source.storage_offset() + self.offset)
         return view.conj() if self.conj else view
+
+
+def output_bases(outputs: Sequence[Any], taken: Sequence[bool]) -> dict[int, int]:
+    """Outputs that eager returns as views of another output: ``{k: j}`` where output ``k``
+    views output ``j`` (fake values with eager's geometry; ``taken[k]``: output ``k`` is
+    already taken from an input, and is no base or view here).
+
+    ``j`` must be laid out densely (every element of its span its own, as a fresh tensor's)
+    with static geometry, and ``k``'s span must lie in ``j``'s: then every element ``k`` reads
+    is an element of ``j``, at the same place relative to ``j``'s start in the graph's output
+    laid out with eager's strides, and ``k`` taken from it shares memory exactly as eager's
+    does. Outputs that view an intermediate the program does not return, or a strided base,
+    stay copies."""
+    groups: dict[Any, list[int]] = {}
+    for k, value in enumerate(outputs):
+        if isinstance(value, torch.Tensor) and not taken[k] and _static(value) and value.numel():
+            try:
+                key = StorageWeakRef(value.untyped_storage())
+            except (RuntimeError, NotImplementedError):
+                continue
+            groups.setdefault(key, []).append(k)
+    bases: dict[int, int] = {}
+    for group in groups.values():
+        dense = [j for j in group if is_non_overlapping_and_dense_or_false(outputs[j])]
+        if len(group) < 2 or not dense:
+            continue
+        j = max(dense, key=lambda i: outputs[i].numel())
+        start, end = _storage_span(outputs[j])
+        for k in group:
+            k_start, k_end = _storage_span(outputs[k])
+            if k != j and start <= k_start and k_end <= end:
+                bases[k] = j
+    return bases
+
+
+def _static(x: torch.Tensor) -> bool:
+    return all(isinstance(v, int) for v in (*x.shape, *x.stride(), x.storage_offset()))
+
+
+def _storage_span(x: torch.Tensor) -> tuple[int, int]:
+    """The bytes of its storage from ``x``'s first element to its last, as ``[start, end)``
+    (from its geometry alone: fake tensors have no addresses)."""
+    start = x.storage_offset() * x.element_size()
+    last = sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
+    return start, start + (last + 1) * x.element_size()
 
 
 def _as_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:

@@ -25,7 +25,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
 from ._dtypes import complex_of, pairs_of, real_dtype
-from .aliasing import OutputView, contiguous_strides, needs_restride, overlapping_write, storages
+from .aliasing import OutputView, contiguous_strides, needs_restride, output_bases, overlapping_write, storages
 from .errors import ComplexLeakError
 from .tensor import ComplexTensor
 
@@ -138,6 +138,11 @@ def eager_layouts(program: Callable, aliases: list[tuple[int, bool] | None]
                 continue
         if all(isinstance(v, int) for v in (*value.shape, *value.stride())):
             strides[k] = tuple(value.stride())
+    # outputs that view other outputs (a slice of a spectrum the program also returns): taken
+    # from them at each call, after they are laid out with eager's strides (``strides[k]``
+    # stays: a caller that does not take views, export's adapter, lays the copy out so)
+    for k, j in output_bases(outputs, [view is not None for view in views]).items():
+        views[k] = OutputView.of(outputs[k], outputs[j], j, whole=outputs[k] is outputs[j], from_output=True)
     return views, strides
 
 
@@ -291,8 +296,9 @@ class RealCall:
     dtype), the program, its complex outputs back to complex tensors (views of the pairs where
     their strides allow), the new values of inputs it writes copied into them (unless the
     program wrote through the caller's memory itself), outputs that are views of inputs taken
-    from those inputs after the writes (so they share memory as eager's do), and eager's
-    strides where the program did not write them. What can be decided once is decided here:
+    from those inputs after the writes (so they share memory as eager's do), eager's
+    strides where the program did not write them, and outputs that are views of other
+    outputs taken from those. What can be decided once is decided here:
     small calls (the rotary embedding) pay the rest on every call.
 
     ``on_shared_write(args, written, other)``: where given, each call first looks for an input
@@ -311,7 +317,8 @@ class RealCall:
         self.autocast_off = autocast_off
         self.enters = [(i, self._enter(i, dtype)) for i, dtype in enumerate(b.inputs) if dtype is not None]
         views = b.output_views or (None,) * b.num_user_outputs
-        self.views = [(k, view) for k, view in enumerate(views) if view is not None]
+        self.input_views = [(k, view) for k, view in enumerate(views) if view is not None and not view.from_output]
+        self.output_views = [(k, view) for k, view in enumerate(views) if view is not None and view.from_output]
         self.leaves = [(k, dtype) for k, dtype in enumerate(b.outputs) if dtype is not None and views[k] is None]
         strides = () if b.eager_outputs else b.output_strides
         self.restrides = [(k, stride) for k, stride in enumerate(strides) if stride is not None and views[k] is None]
@@ -356,11 +363,13 @@ class RealCall:
             user[k] = to_complex(user[k], b.output_layout, dtype)
         for i, new in zip(b.mutated_inputs, outs[n:]):
             _write(args[i], new, b.output_layout)
-        for k, view in self.views:  # after the writes, as eager's views see them
+        for k, view in self.input_views:  # after the writes, as eager's views see them
             user[k] = view.make(args[view.input])
         for k, stride in self.restrides:
             if isinstance(user[k], torch.Tensor):
                 user[k] = _restrided(user[k], stride)
+        for k, view in self.output_views:  # from their bases, laid out as eager's by now
+            user[k] = view.make(user[view.input])
         return tuple(user) if self.plain_tuple else tree_unflatten(user, b.out_spec)
 
 

@@ -507,7 +507,8 @@ def _eager_layouts(signature, wiring: _Wiring) -> dict[str, tuple]:
     for spec, view, stride in zip(wiring.outputs, signature.output_views, signature.output_strides):
         if spec.kind is not OutputKind.USER_OUTPUT:
             continue
-        source = wiring.sources[view.input] if view is not None else None
+        # a view of another output is the graph's own copy here: an exported program's outputs share no memory
+        source = wiring.sources[view.input] if view is not None and not view.from_output else None
         views.append(dataclasses.replace(view, input=source[1]) if source is not None and source[0] == "user" else None)
         strides.append(stride)
     return {"output_views": tuple(views), "output_strides": tuple(strides)}

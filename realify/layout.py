@@ -19,7 +19,10 @@ FFT, before the nodes that rule 1 and 2 then rewrite):
    each part with stride-2 stores (neuraloperator's spectral convolution writes its mixed
    modes into a zero spectrum, rolls it and hands it to the inverse FFT as pairs).
 2. **Parts put back together are the pairs**: ``stack([select(P, -1, 0), select(P, -1, 1)],
-   -1)`` (``view_as_real`` of such a value, an FFT's input) becomes ``P``: no copy.
+   -1)`` (``view_as_real`` of such a value, an FFT's input) becomes ``P``: no copy. Two parts
+   filled with one constant (``torch.zeros`` of a complex dtype, a spectrum to write modes
+   into) stacked into pairs are that constant filled into pairs: one contiguous fill where
+   the stack writes each part with stride-2 stores.
 3. **A product on pairs** (the compile backend only, ``realify.config.interleaved_products``):
    the planar product ``(ar br - ai bi, ar bi + ai br)`` of two complex values, one of which
    the program itself viewed as pairs, becomes ``realify::cmul_pairs`` on the pairs, ATen's
@@ -52,6 +55,7 @@ by realify/boundary.py); rule 3 changes how a product rounds only as ATen's comp
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Callable
 
@@ -82,7 +86,7 @@ def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozens
         elif node.target in _SCATTERS_ON_PAIRS:
             changed |= _scatter_of_parts(graph, node, views)
         elif node.target is aten.stack.default:
-            changed |= _parts_stacked(node)
+            changed |= _parts_stacked(graph, node)
         elif products and node.target is aten.sub.Tensor:
             changed |= _product_on_pairs(graph, node, boundary)
     if changed:
@@ -174,14 +178,35 @@ def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any
 # ---- rule 2: stacks --------------------------------------------------------------------------
 
 
-def _parts_stacked(node: fx.Node) -> bool:
+def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
     if not _stacks_pairs(node):
         return False
-    pairs = _pairs_of(*node.args[0])
+    pairs = _pairs_of(*node.args[0]) or _filled_pairs(graph, node)
     if pairs is None or pairs.meta["val"].shape != node.meta["val"].shape:
         return False
     node.replace_all_uses_with(pairs)
     return True
+
+
+_FILLS = {aten.zeros.default: lambda size, **kw: (size, 0, kw), aten.full.default: lambda size, value, **kw: (size, value, kw)}
+
+
+def _signbit(value: Any) -> bool:
+    return isinstance(value, float) and math.copysign(1.0, value) < 0
+
+
+def _filled_pairs(graph: fx.Graph, stack: fx.Node) -> fx.Node | None:
+    """``full(size + [2], value)`` for ``stack([re, im], -1)`` of two fills of ``size`` with one
+    ``value`` (and dtype, device), made before the stack; None for any other parts."""
+    fills = [_FILLS[n.target](*n.args, **n.kwargs) if isinstance(n, fx.Node) and n.target in _FILLS else None
+             for n in stack.args[0]]
+    if fills[0] is None or fills[0] != fills[1] or _signbit(fills[0][1]) != _signbit(fills[1][1]):
+        return None  # (-0.0 == 0.0)
+    size, value, kwargs = fills[0]
+    with graph.inserting_before(stack):
+        pairs = graph.call_function(aten.full.default, ([*size, 2], value), kwargs)
+    pairs.meta = {**stack.meta, "val": stack.meta["val"]}
+    return pairs
 
 
 # ---- rule 3: products ------------------------------------------------------------------------

@@ -102,9 +102,9 @@ def _c2c_setup(ctx, inputs, output):
 
 def _c2c_backward(ctx, grad_re, grad_im):
     # y = s F x is C-linear with F symmetric, so grad_x = conj(s F)^T grad_y = s conj(F) grad_y:
-    # the transform in the other direction with the same (real) normalization.
-    g = fft_c2c(_pair(grad_re, grad_im), ctx.dim, ctx.normalization, not ctx.forward)
-    return _pair(*g), None, None, None
+    # the transform in the other direction with the same (real) normalization, whose pairs
+    # are the gradient of the pairs x.
+    return fft_c2c_pairs(_pair(grad_re, grad_im), ctx.dim, ctx.normalization, not ctx.forward), None, None, None
 
 
 fft_c2c.register_autograd(_c2c_backward, setup_context=_c2c_setup)
@@ -159,21 +159,35 @@ def _r2c_setup(ctx, inputs, output):
     ctx.last_size = x.shape[_last(x.dim(), ctx.dim)]
 
 
-def _r2c_backward(ctx, grad_re, grad_im):
-    # Onesided r2c is the full c2c of a real signal with bins N//2+1 .. N-1 dropped, so its
-    # adjoint zero-pads the gradient back to N bins, runs the backward c2c and keeps the real
-    # part (the input is real).
-    grad = _pair(grad_re, grad_im)
-    if ctx.onesided:
-        last = _last(grad.dim() - 1, ctx.dim)
-        missing = ctx.last_size - grad.shape[last]
-        pad = [0, 0] * (grad.dim() - 1 - last) + [0, missing]  # the pair dim is not padded
-        grad = torch.nn.functional.pad(grad, pad)
-    g_re, _ = fft_c2c(grad, ctx.dim, ctx.normalization, False)
-    return g_re, None, None, None
+def _r2c_backward(ctx, grad):
+    # r2c is the full c2c of a real signal (onesided: bins N//2+1 .. N-1 of the last dim
+    # dropped), so grad_x = Re(s conj(F) G), G the gradient zero-padded back to N bins. The
+    # real part of that sum counts each bin once; c2r (same normalization) computes it for
+    # G's Hermitian completion, which counts bins 1 .. N - (N//2 + 1) twice (with their
+    # mirror images) and takes only the real part of the others: so grad_x = c2r(G / 2 on
+    # those bins). Half the work of the padded c2c, and a real result.
+    if not ctx.onesided:
+        g_re, _ = fft_c2c(grad, ctx.dim, ctx.normalization, False)
+        return g_re, None, None, None
+    half = _mirrored_bins_scale(grad, ctx.dim, ctx.last_size, 0.5)
+    return fft_c2r(grad * half, ctx.dim, ctx.normalization, ctx.last_size), None, None, None
 
 
-fft_r2c.register_autograd(_r2c_backward, setup_context=_r2c_setup)
+def _mirrored_bins_scale(pairs: torch.Tensor, dim: Sequence[int], full: int, value: float) -> torch.Tensor:
+    """``value`` on the bins of the last transformed dim that onesided storage holds for two
+    bins of the full spectrum (1 .. full - half, each with its mirror image; not bin 0, nor bin
+    full/2 for even ``full``), 1 elsewhere; shaped to broadcast against ``pairs`` (``half``
+    bins, then the pair dim)."""
+    last = _last(pairs.dim() - 1, dim)
+    half = pairs.shape[last]
+    index = torch.arange(half, device=pairs.device)
+    mirrored = (index >= 1) & (index <= full - half)
+    scale = torch.where(mirrored, value, 1.0).to(pairs.dtype)
+    return scale.reshape([half] + [1] * (pairs.dim() - 1 - last))
+
+
+fft_r2c.register_autograd(lambda ctx, grad_re, grad_im: _r2c_backward(ctx, _pair(grad_re, grad_im)),
+                          setup_context=_r2c_setup)
 
 
 @torch.library.custom_op("realify::fft_r2c_pairs", mutates_args=())
@@ -187,8 +201,7 @@ def _(x, dim, normalization, onesided):
     return x.new_empty([*_r2c_shape(x, dim, onesided), 2])
 
 
-fft_r2c_pairs.register_autograd(lambda ctx, grad: _r2c_backward(ctx, grad[..., 0], grad[..., 1]),
-                                setup_context=_r2c_setup)
+fft_r2c_pairs.register_autograd(_r2c_backward, setup_context=_r2c_setup)
 
 
 # ---- c2r ------------------------------------------------------------------------------------
@@ -219,14 +232,9 @@ def _c2r_backward(ctx, grad):
     # Adjoint: forward r2c of the (real) gradient, then accumulate the mirrored half onto the
     # bins it came from: bins 1 .. N - (N//2 + 1) appear twice in the full spectrum, so their
     # gradient doubles (bin 0, and bin N/2 for even N, are their own mirror images).
-    g = _pair(*fft_r2c(grad, ctx.dim, ctx.normalization, True))
-    last = _last(grad.dim(), ctx.dim)
-    full, half = grad.shape[last], g.shape[last]
-    index = torch.arange(half, device=grad.device)
-    doubled = (index >= 1) & (index <= full - half)
-    scale = torch.where(doubled, 2.0, 1.0).to(g.dtype)
-    scale = scale.reshape([half] + [1] * (grad.dim() - last))  # through the pair dim
-    return g * scale, None, None, None
+    g = fft_r2c_pairs(grad, ctx.dim, ctx.normalization, True)
+    full = grad.shape[_last(grad.dim(), ctx.dim)]
+    return g * _mirrored_bins_scale(g, ctx.dim, full, 2.0), None, None, None
 
 
 fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)

@@ -3,8 +3,9 @@
 - Inputs that overlap in memory, one of them written in place (through conj views,
   view_as_real, overlapping slices, strides): eager's results, under the compile backend (a
   call like that runs dynamo's graph eagerly) and a clear error from the export adapter.
-- Outputs with eager's strides (a transpose, a slice of an rfft2 output) and outputs that are
-  views of inputs returned as views of those inputs.
+- Outputs with eager's strides (a transpose, a slice of an rfft2 output), outputs that are
+  views of inputs returned as views of those inputs, and outputs that are views of other
+  outputs returned as views of those.
 
 Each case compares output values, strides and memory sharing, and the inputs after the call,
 with eager.
@@ -260,6 +261,84 @@ def test_output_layouts_gradients(fresh_dynamo):
         assert strides == expected[0]
         torch.testing.assert_close(z_grad, expected[1])
         torch.testing.assert_close(x_grad, expected[2])
+
+
+def spectrum_and_modes(x):
+    y = torch.fft.fftshift(torch.fft.rfft2(x), dim=[-2])
+    return y, y[:, 2:4, :3]
+
+
+def result_and_transpose(z):
+    y = z * 2
+    return y.mT, y, y.conj()
+
+
+def result_and_its_pairs(z):
+    y = z.exp()
+    return y, torch.view_as_real(y)[..., 1], y[1:]
+
+
+def result_twice(z):
+    y = z * 2
+    return y, y
+
+
+# (name, program, input, which output to write after the call): outputs that view another
+# output (neuraloperator's spectral convolution returns a spectrum and its modes across a
+# graph break)
+OUTPUT_VIEWS = [
+    ("modes of a spectrum", spectrum_and_modes, lambda: torch.randn(2, 8, 8), 0),
+    ("transpose and conj of a result", result_and_transpose, _square, 1),
+    ("pairs of a result", result_and_its_pairs, _square, 0),
+    ("a result twice", result_twice, _square, 1),
+]
+
+
+@pytest.mark.parametrize("inner", INNERS)
+@pytest.mark.parametrize("name,program,make,written", OUTPUT_VIEWS, ids=[c[0] for c in OUTPUT_VIEWS])
+def test_outputs_that_view_other_outputs(fresh_dynamo, inner, name, program, make, written):
+    """Outputs that eager returns as views of another output are views of it: values and
+    strides as eager's, and a write to the viewed output shows in every view, as in eager
+    (a copy would go stale)."""
+    x = make()
+    expected = program(x.clone())
+    actual = realify.compile(program, inner=inner)(x.clone())
+    for a, e in zip(actual, expected):
+        _same(a, e)
+        assert a.stride() == e.stride()
+        assert a.is_conj() == e.is_conj()
+    assert [a is actual[written] for a in actual] == [e is expected[written] for e in expected]
+    for outs in (actual, expected):
+        outs[written].mul_(-3).add_(1)
+    for a, e in zip(actual, expected):
+        _same(a, e)
+
+
+def test_outputs_that_view_other_outputs_gradients(fresh_dynamo):
+    """Gradients through an output and a view of it, against eager's (Inductor: the training
+    graph, whose view is taken outside it)."""
+    def grads(run):
+        x = torch.linspace(-1, 1, 128).reshape(2, 8, 8).requires_grad_()
+        outs = run(x)
+        sum(((o * (1 + 2j + k)).abs() ** 2).sum() for k, o in enumerate(outs)).backward()
+        return x.grad
+
+    expected = grads(spectrum_and_modes)
+    for inner in INNERS:
+        torch._dynamo.reset()
+        torch.testing.assert_close(grads(realify.compile(spectrum_and_modes, inner=inner)), expected)
+
+
+@pytest.mark.parametrize("name,program,make,written", OUTPUT_VIEWS, ids=[c[0] for c in OUTPUT_VIEWS])
+def test_outputs_that_view_other_outputs_export_adapter(name, program, make, written):
+    """An exported program's outputs share no memory: each is its own tensor, with eager's
+    values and strides."""
+    x = make()
+    expected = program(x.clone())
+    actual = realify.ComplexCallAdapter(realify.export(program, (x.clone(),)))(x.clone())
+    for a, e in zip(actual, expected):
+        _same(a, e)
+        assert a.stride() == e.stride()
 
 
 def test_output_strides_contiguous_graph_unchanged(fresh_dynamo):

@@ -263,6 +263,25 @@ def test_spectrum_crossing_a_graph_break_matches_eager(inner):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
+def test_a_constant_spectrum_is_filled_as_pairs():
+    # torch.zeros of a complex dtype leaving as pairs (neuraloperator's spectrum to write modes
+    # into, made before a graph break): one fill of the pairs, not two parts stacked; parts of
+    # different constants (-0.0 and 0.0 among them) stay two parts
+    def program(x):
+        return (torch.zeros(x.shape, dtype=torch.complex64), torch.full(x.shape, complex(-0.0, 0.0), dtype=torch.complex64),
+                torch.full(x.shape, 1 + 2j, dtype=torch.complex64), x * 2)
+
+    x = torch.randn(2, 3, dtype=torch.complex64)
+    gm = realify.decompose(program, [x], inputs="interleaved", outputs="interleaved")
+    fills = [n for n in gm.graph.nodes if n.target is torch.ops.aten.full.default]
+    assert [tuple(n.args[0]) for n in fills].count((2, 3, 2)) == 1, gm.code
+    stacked = [n.args[0] for n in gm.graph.nodes if n.target is torch.ops.aten.stack.default]
+    assert sum(all(a.target is torch.ops.aten.full.default for a in parts) for parts in stacked) == 2, gm.code
+    for got, expected in zip(gm(torch.view_as_real(x)), program(x)):
+        assert torch.equal(got, torch.view_as_real(expected))
+        assert torch.equal(got.signbit(), torch.view_as_real(expected).signbit())
+
+
 def _modes_written(out, z, block):
     # neuraloperator's spectral convolution after its contraction: the mixed modes written into
     # a spectrum (a slice and a select of it), fftshift, the inverse FFT

@@ -27,7 +27,7 @@ from backend_support import RecordingInner
 from realify.bench.workloads import ComplexCNN, FNOBlock, S4DConv, STFTMaskModel
 
 C64 = torch.complex64
-FFT_OPS = {"fft_c2c", "fft_r2c", "fft_c2r"}
+FFT_OPS = {"fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs"}
 INNERS = ["record", "inductor"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd is returning a function")

@@ -266,6 +266,56 @@ def test_fft_custom_op_adjoints(n, norm):
     assert torch.autograd.gradgradcheck(lambda x: ops.fft_c2r(x, [0], norm, n), (half,))
 
 
+def _rfft_loss(ndim):
+    fft = torch.fft.rfft2 if ndim == 2 else torch.fft.rfft
+    return lambda x, g: (fft(x) * g).sum().real
+
+
+@pytest.mark.parametrize("n", [8, 7])
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_rfft_gradient_special_values(fresh_dynamo, ndim, n):
+    """rfft's backward runs as a c2r of the halved gradient (realify/ops.py), eager's as the
+    padded c2c: nan and inf in the gradient of the bins c2r treats apart (bin 0, the Nyquist
+    bin) and of one they both count, against eager. Both algorithms leave the same elements
+    non-finite; where eager's twiddle factor is an exact zero, eager's inf * 0 makes nan where
+    c2r keeps the infinite limit (README: where values differ from eager)."""
+    loss = _rfft_loss(ndim)
+    compiled = torch.compile(loss, backend="realify", dynamic=False)
+    x = torch.linspace(-2, 3, 4 * n, dtype=torch.float64).reshape(4, n)
+    half = n // 2 + 1
+    for col in (0, 1, half - 1):
+        for value in (complex(0.5, float("nan")), complex(0.5, float("inf")), complex(float("-inf"), 1),
+                      complex(float("nan"), 0), complex(0, -0.0)):
+            g = torch.linspace(-1, 1, 4 * half, dtype=torch.float64).reshape(4, half) * (1 - 2j)
+            g[1, col] = value
+            expected, actual = x.clone().requires_grad_(), x.clone().requires_grad_()
+            loss(expected, g).backward()
+            compiled(actual, g).backward()
+            finite = expected.grad.isfinite()
+            assert torch.equal(actual.grad.isfinite(), finite), (col, value)
+            assert torch.equal(actual.grad.isnan() & ~expected.grad.isnan(), torch.zeros_like(finite)), (col, value)
+            torch.testing.assert_close(actual.grad[finite], expected.grad[finite], rtol=1e-12, atol=1e-12)
+
+
+def test_rfft_backward_is_a_c2r(fresh_dynamo):
+    """The backward graph of a compiled rfft2 holds one c2r and no c2c (no zero-padded full
+    spectrum)."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_function
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm)
+
+    real = realify.decompose(lambda x: torch.view_as_real(torch.fft.rfft2(x)), [torch.randn(3, 8, 8)])
+    aot_function(real, fw_compiler=keep, bw_compiler=keep)(torch.randn(3, 8, 8, requires_grad=True))[0].sum().backward()
+    targets = [n.target for n in graphs[-1].graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.realify.fft_c2r.default) == 1
+    assert not {torch.ops.realify.fft_c2c.default, torch.ops.realify.fft_c2c_pairs.default} & set(targets)
+
+
 def test_fft_custom_ops_match_aten():
     # each op is the aten primitive on torch.view_as_complex(pairs), negative dims included;
     # complex results come back planar
