@@ -1,8 +1,9 @@
 """How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, two config
-changes, one decomposition left out, one code-generation change and two settings that hold
-only while realify's own graphs compile. Items 1, 3, 4, 5 and 7 change how a real graph runs,
-never a value; 2 and 6 keep the values the rules compute, which Inductor's graph passes and
-code generator would change; 8 lets control flow compile. Every item applies to realify's
+changes, one decomposition left out and two added, one code-generation change and two settings
+that hold only while realify's own graphs compile. Items 1, 3, 4, 5 and 7 change how a real
+graph runs, never a value; 2 and 6 keep the values the rules compute, which Inductor's graph
+passes and code generator would change; 8 lets control flow compile; 9 runs real
+convolutions as other real kernels (their sums in another order). Every item applies to realify's
 compiles only (config patches and context managers around ``compile_fx_inner``); what other
 ``torch.compile`` calls in the process can see are two lowerings registered for ops only
 realify's graphs hold undecomposed (:func:`_register_lowerings`). All hold on every supported
@@ -25,6 +26,9 @@ torch release; where a release needs something of its own, the item says so.
 8. Scalar outputs allowed in the graph's fake mode while realify's graphs compile
    (:func:`_scalar_outputs_allowed`): ``scan`` and ``map`` lower to a ``while_loop`` that
    reads its step with ``.item()``.
+9. 1x1 convolutions on CPU, forward and backward, as batched matrix products
+   (realify/pointwise_conv.py, in :func:`realify_decomposition_table`): BLAS's GEMM, faster
+   than oneDNN's convolution on these shapes.
 
 About the fourth: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two
@@ -68,6 +72,7 @@ from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import ops as _ops  # registers realify::cmul_pairs (which a pass rewrites) and fusion_barrier
+from .pointwise_conv import pointwise_convolution, pointwise_convolution_backward
 
 aten = torch.ops.aten
 
@@ -442,13 +447,16 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
 
 def realify_decomposition_table() -> dict[Any, Callable]:
     """Inductor's decomposition table as realify's graphs need it: less :data:`KEEP_AS_ATEN`,
-    plus the kernels of ``realify::pointwise``."""
+    plus the kernels of ``realify::pointwise`` and 1x1 convolutions on CPU as batched matrix
+    products (realify/pointwise_conv.py)."""
     from torch._inductor.decomposition import select_decomp_table
 
     from .rules._derivative import decompositions as pointwise_decompositions
 
     table = {op: fn for op, fn in select_decomp_table().items() if op not in KEEP_AS_ATEN}
     table.update(pointwise_decompositions())
+    table[aten.convolution.default] = pointwise_convolution
+    table[aten.convolution_backward.default] = pointwise_convolution_backward
     return table
 
 
