@@ -97,7 +97,11 @@ def _span(x: torch.Tensor) -> tuple[int, int]:
     and real views of complex tensors (``view_as_real``) measure their own elements."""
     if x.numel() == 0:
         return 0, 0
-    start = x.data_ptr()
+    return _bytes_from(x.data_ptr(), x)
+
+
+def _bytes_from(start: int, x: torch.Tensor) -> tuple[int, int]:
+    """``[start, end)``: the bytes of ``x``'s elements, its first element at byte ``start``."""
     last = sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
     return start, start + (last + 1) * x.element_size()
 
@@ -190,9 +194,7 @@ def _static(x: torch.Tensor) -> bool:
 def _storage_span(x: torch.Tensor) -> tuple[int, int]:
     """The bytes of its storage from ``x``'s first element to its last, as ``[start, end)``
     (from its geometry alone: fake tensors have no addresses)."""
-    start = x.storage_offset() * x.element_size()
-    last = sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
-    return start, start + (last + 1) * x.element_size()
+    return _bytes_from(x.storage_offset() * x.element_size(), x)
 
 
 def _as_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:

@@ -41,7 +41,7 @@ def pointwise_convolution(x: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
     n, c, *space = x.shape
     o = weight.shape[0]
     positions = math.prod(space)
-    w = aten.expand.default(aten.view.default(weight, [1, o, c]), [n, o, c])
+    w = aten.expand.default(aten.reshape.default(weight, [1, o, c]), [n, o, c])
     y = aten.bmm.default(w, aten.view.default(x, [n, c, positions]))
     y = aten.view.default(y, [n, o, *space])
     if bias is not None:
@@ -66,7 +66,7 @@ def pointwise_convolution_backward(grad: torch.Tensor, x: torch.Tensor, weight: 
     g = aten.view.default(grad, [n, o, positions])
     grad_x = grad_w = grad_bias = None
     if output_mask[0]:
-        w_t = aten.expand.default(aten.view.default(aten.t.default(aten.view.default(weight, [o, c])), [1, c, o]),
+        w_t = aten.expand.default(aten.unsqueeze.default(aten.t.default(aten.reshape.default(weight, [o, c])), 0),
                                   [n, c, o])
         grad_x = aten.view.default(aten.bmm.default(w_t, g), x.shape)
     if output_mask[1]:

@@ -27,7 +27,14 @@ CASES = [
     ("conv1d with bias", lambda: nn.Conv1d(6, 4, 1), (3, 6, 10), torch.float32),
     ("conv2d without bias", lambda: nn.Conv2d(6, 5, 1, bias=False), (2, 6, 4, 5), torch.float32),
     ("conv3d float64", lambda: nn.Conv3d(3, 4, 1), (2, 3, 2, 3, 4), torch.float64),
+    ("weight a strided slice", lambda: _sliced_weight(nn.Conv2d(6, 4, 1)), (2, 6, 3, 3), torch.float32),
 ]
+
+
+def _sliced_weight(conv: nn.Conv2d) -> nn.Conv2d:
+    """``conv`` with a strided weight (every other input channel of a wider one)."""
+    conv.weight = nn.Parameter(torch.randn(conv.out_channels, 2 * conv.in_channels, 1, 1)[:, ::2])
+    return conv
 
 
 @pytest.mark.parametrize("special", [False, True])
