@@ -32,6 +32,7 @@ from .boundary import RealCall, split
 from .decompose import decompose
 from .dynamo_graph import source_line
 from .errors import OptionsChangedError
+from .input_writes import return_written_regions, write_inputs_in_place
 from .islands import island_call, islands_in
 from .tensor import ComplexTensor
 
@@ -78,7 +79,9 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
     if inner == "inductor" and not _needs_grad(real_examples):
-        _write_inputs_in_place(real_gm, layouts, _with_shared_storage(real_examples))
+        write_inputs_in_place(real_gm, layouts, _with_shared_storage(real_examples))
+    else:
+        return_written_regions(real_gm, layouts)
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()
@@ -88,7 +91,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     log.info("compiled the graph%s in %.2f s", where, time.perf_counter() - start)
     # writes to inputs come back as extra outputs, copied in after the call; outputs that are
     # views of inputs are taken from those inputs (boundary.RealCall)
-    call = RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
+    call = RealCall(compiled, real_gm.realify_signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
     return _CompiledUnderOptions(call, where)
 
@@ -186,37 +189,6 @@ def _needs_grad(examples: Sequence[Any]) -> bool:
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in examples)
 
 
-def _write_inputs_in_place(gm: fx.GraphModule, layouts: Sequence[str], shared: frozenset[int] = frozenset()) -> None:
-    """Inputs the program writes are written by the graph itself, into the memory it was
-    given, instead of coming back whole for the caller to copy in: each such output becomes
-    ``copy_(input, new)``, which Inductor lowers to the write itself (``out[..., :m, :m] =
-    block`` writes the block, not the whole tensor, and no copy follows the call).
-
-    Only for inputs that reach the graph as the caller's memory (real tensors, complex ones
-    entering as their pairs): where ``boundary.RealCall`` made a copy (conj, a dtype change),
-    or the graph returns some other value, it still copies the new value in after the call.
-    Only without gradients: a write the graph makes is hidden from autograd, and eager's write
-    gives the caller's tensor a gradient history. Not for inputs in ``shared`` (examples that
-    share memory with another input: AOTAutograd would make them views of one base, which it
-    refuses for the pairs of a complex tensor; such calls run eagerly anyway, see aliasing.py)."""
-    signature = gm.realify_signature
-    placeholders = gm.graph.find_nodes(op="placeholder")
-    output = gm.graph.output_node()
-    results = list(output.args[0])
-    first = signature.num_user_outputs
-    for k, i in enumerate(signature.mutated_inputs):
-        new, target = results[first + k], placeholders[i]
-        if (signature.inputs[i] is not None and layouts[i] != "interleaved") or i in shared:
-            continue
-        if not isinstance(new, fx.Node) or not _same_geometry(new, target):
-            continue
-        with gm.graph.inserting_before(output):
-            results[first + k] = gm.graph.call_function(torch.ops.aten.copy_.default, (target, new))
-            results[first + k].meta["val"] = target.meta["val"]
-    output.args = (tuple(results),)
-    gm.recompile()
-
-
 def _with_shared_storage(examples: Sequence[Any]) -> frozenset[int]:
     """The positions of tensor examples whose storage another example shares."""
     seen: dict[Any, list[int]] = {}
@@ -224,12 +196,6 @@ def _with_shared_storage(examples: Sequence[Any]) -> frozenset[int]:
         if isinstance(x, torch.Tensor):
             seen.setdefault(StorageWeakRef(x.untyped_storage()), []).append(i)
     return frozenset(i for positions in seen.values() if len(positions) > 1 for i in positions)
-
-
-def _same_geometry(a: fx.Node, b: fx.Node) -> bool:
-    x, y = a.meta.get("val"), b.meta.get("val")
-    return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dtype == y.dtype
-            and x.shape == y.shape and x.device == y.device)
 
 
 def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -255,8 +221,18 @@ def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any
     if len(fakes) == len(example_inputs) and all(
             isinstance(v, torch._subclasses.FakeTensor) or not isinstance(e, torch.Tensor)
             for v, e in zip(fakes, example_inputs)):
-        return [v if isinstance(e, torch.Tensor) else e for v, e in zip(fakes, example_inputs)]
+        return [_grad_free_unless(v, e) if isinstance(e, torch.Tensor) else e for v, e in zip(fakes, example_inputs)]
     return list(example_inputs)
+
+
+def _grad_free_unless(fake: torch.Tensor, example: torch.Tensor) -> torch.Tensor:
+    """``fake`` without ``requires_grad`` where the caller's tensor has none: dynamo traced the
+    program's in-place ops on its fakes, so a fake written with a value that requires grad
+    (``out[modes] = weights * x``) requires it too, and the inner compiler would compute a
+    gradient, the input's whole size, that nothing asks for."""
+    if fake.requires_grad and not example.requires_grad:
+        return fake.detach()
+    return fake
 
 
 class _RunCapturedOnSharedWrite:

@@ -31,6 +31,8 @@ from .tensor import ComplexTensor
 
 aten = torch.ops.aten
 Layout = Literal["complex", "planar", "interleaved"]
+# a region of a tensor as successive slices: (dim, start, end, step), dims of the complex value
+Region = tuple[tuple[int, int, int, int], ...]
 
 
 @dataclasses.dataclass
@@ -54,7 +56,11 @@ class Boundary:
     (:func:`eager_layouts`): ``output_views``, how to take it from an input where eager's is a
     view of one, and ``output_strides``, eager's strides where static. With
     ``eager_outputs`` the program returns them so itself (None in place of each view, every
-    other output written with eager's strides); otherwise the caller lays them out."""
+    other output written with eager's strides); otherwise the caller lays them out.
+
+    ``written_regions``, per input in ``mutated_inputs``: where the program writes only a
+    region of it, the slices (:data:`Region`) that region is, and the program returns the
+    region's new value instead of the whole input's (None: the whole value)."""
 
     inputs: tuple[torch.dtype | None, ...]
     outputs: tuple[torch.dtype | None, ...]
@@ -67,6 +73,7 @@ class Boundary:
     eager_outputs: bool = False
     pair_dtypes: dict[torch.dtype, torch.dtype] = dataclasses.field(default_factory=dict)
     contiguous_pairs: bool = False
+    written_regions: tuple[Region | None, ...] = ()
 
     @property
     def input_complex(self) -> list[bool]:
@@ -324,6 +331,7 @@ class RealCall:
         self.restrides = [(k, stride) for k, stride in enumerate(strides) if stride is not None and views[k] is None]
         spec = b.out_spec
         self.plain_tuple = spec is None or (spec.type is tuple and all(child.is_leaf() for child in spec.children()))
+        self.regions = b.written_regions or (None,) * len(b.mutated_inputs)
         self.on_shared_write = on_shared_write if b.mutated_inputs else None
         if self.on_shared_write is not None:
             self.written = frozenset(b.mutated_inputs)
@@ -361,8 +369,8 @@ class RealCall:
         user = list(outs[:n])
         for k, dtype in self.leaves:
             user[k] = to_complex(user[k], b.output_layout, dtype)
-        for i, new in zip(b.mutated_inputs, outs[n:]):
-            _write(args[i], new, b.output_layout)
+        for i, new, region in zip(b.mutated_inputs, outs[n:], self.regions):
+            _write(args[i] if region is None else region_of(args[i], region), new, b.output_layout)
         for k, view in self.input_views:  # after the writes, as eager's views see them
             user[k] = view.make(args[view.input])
         for k, stride in self.restrides:
@@ -389,6 +397,13 @@ def _write(target: torch.Tensor, new: torch.Tensor, layout: Layout) -> None:
         if same.dtype == new.dtype and same.shape == new.shape and same.stride() == new.stride():
             return
     target.copy_(to_complex(new, layout, target.dtype) if target.dtype.is_complex else new)
+
+
+def region_of(x: torch.Tensor, region: Region) -> torch.Tensor:
+    """The view of ``x`` that ``region`` names."""
+    for dim, start, end, step in region:
+        x = x[(slice(None),) * dim + (slice(start, end, step),)]
+    return x
 
 
 def _same_address(a: torch.Tensor, b: torch.Tensor) -> bool:

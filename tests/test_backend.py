@@ -198,24 +198,32 @@ def _written_inputs():
     }
 
 
+def _write_a_block(z, w):
+    # a block written, then the whole tensor read in the same graph (as neuraloperator's
+    # spectral layer writes its modes, then rolls the spectrum): only the block comes back;
+    # its columns from the end, every other one
+    z[1:3, -5::2] = (w[:2, :3] * 2).to(z.dtype) if z.is_complex() else w[:2, :3].real * 2
+    return torch.roll(z, 1, 0).sum(), z[2]
+
+
 def _write_then_read(z, w):
-    # a slice written, then the whole tensor read in the same graph (as neuraloperator's
-    # spectral layer writes its modes, then rolls the spectrum)
+    # two writes: the whole new value comes back
     z[1:3, :2] = (w[:2, :2] * 2).to(z.dtype) if z.is_complex() else w[:2, :2].real * 2
     z[0] = z[3]
     return torch.roll(z, 1, 0).sum(), z[2]
 
 
+@pytest.mark.parametrize("program", [_write_then_read, _write_a_block], ids=["two_writes", "a_block"])
 @pytest.mark.parametrize("kind", list(_written_inputs()))
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
-def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, monkeypatch):
+def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, program, monkeypatch):
     # Inductor writes inputs the caller gave as memory in place; a conj view, another dtype, or
     # a graph that may be differentiated keep the copy after the call: either way the caller's
     # tensor, its base, the outputs (and gradients) are eager's
     torch._dynamo.reset()
     in_place = []
-    write = realify.backend._write_inputs_in_place
-    monkeypatch.setattr(realify.backend, "_write_inputs_in_place", lambda gm, *rest: (
+    write = realify.backend.write_inputs_in_place
+    monkeypatch.setattr(realify.backend, "write_inputs_in_place", lambda gm, *rest: (
         write(gm, *rest), in_place.append(any(n.target is torch.ops.aten.copy_.default for n in gm.graph.nodes))))
     make = _written_inputs()[kind]
     torch.manual_seed(0)
@@ -224,9 +232,9 @@ def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, monkeypatch):
     z2, base2 = make()
     w1 = torch.randn(4, 5, dtype=C64, requires_grad=grad)
     w2 = w1.detach().clone().requires_grad_(grad)
-    compiled = realify.compile(_write_then_read, inner="inductor")
+    compiled = realify.compile(program, inner="inductor")
     for _ in range(2):  # the second call runs the compiled graph on memory it wrote before
-        got, expected = compiled(z1, w1), _write_then_read(z2, w2)
+        got, expected = compiled(z1, w1), program(z2, w2)
         for g, e in zip(got, expected):
             torch.testing.assert_close(g, e)
         torch.testing.assert_close(z1, z2, msg="the written input")
@@ -237,6 +245,48 @@ def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, monkeypatch):
         (got[0].abs() + got[1].abs().sum()).backward()
         (expected[0].abs() + expected[1].abs().sum()).backward()
         torch.testing.assert_close(w1.grad, w2.grad)
+
+
+def _write_modes_after_a_break(x, w):
+    # neuraloperator's spectral layer: a zero spectrum made before a graph break, its modes
+    # written after it with values that need a gradient, then the whole spectrum read
+    spectrum = torch.zeros(x.shape[0], 8, 5, dtype=C64)
+    modes = torch.fft.rfft2(x)[:, 2:5, :3]
+    torch._dynamo.graph_break()
+    spectrum[:, 2:5, :3] = modes * w
+    return torch.fft.irfft2(spectrum, s=(8, 8)), spectrum
+
+
+def test_an_input_written_with_values_that_need_grad_gets_no_gradient_of_its_own(monkeypatch):
+    # dynamo traced the write on its fake of the spectrum, which therefore requires grad; the
+    # caller's tensor does not, so the real graph must not be differentiated for it (a gradient
+    # the spectrum's whole size, computed at every backward); gradients still reach x and w
+    # through the written modes and through the spectrum returned
+    torch._dynamo.reset()
+    needs_grad, regions = [], []
+    backend = realify.backend
+    check, write_regions = backend._needs_grad, backend.return_written_regions
+    monkeypatch.setattr(backend, "_needs_grad", lambda examples: (
+        needs_grad.append({x.numel(): x.requires_grad for x in examples if isinstance(x, torch.Tensor)}),
+        check(examples))[1])
+    monkeypatch.setattr(backend, "return_written_regions", lambda gm, *rest: (
+        write_regions(gm, *rest), regions.append(gm.realify_signature.written_regions)))
+    x1 = torch.randn(2, 8, 8, requires_grad=True)
+    w1 = torch.randn(3, 3, dtype=C64, requires_grad=True)
+    x2, w2 = (t.detach().clone().requires_grad_() for t in (x1, w1))
+    got = realify.compile(_write_modes_after_a_break, inner="inductor")(x1, w1)
+    expected = _write_modes_after_a_break(x2, w2)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    (got[0].square().sum() + got[1].abs().sum()).backward()
+    (expected[0].square().sum() + expected[1].abs().sum()).backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    torch.testing.assert_close(w1.grad, w2.grad)
+    assert len(needs_grad) == 2, needs_grad
+    # the spectrum's pairs (2 x 8 x 5 x 2 numbers) do not need grad; the modes and w do
+    assert needs_grad[1] == {160: False, 36: True, 18: True}, needs_grad
+    # and only the modes come back, for the caller's spectrum: [:, 2:5, :3]
+    assert regions == [(), (((1, 2, 5, 1), (2, 0, 3, 1)),)], regions
 
 
 def test_a_write_in_place_is_seen_by_autograd_saved_tensors():
