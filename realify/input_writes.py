@@ -15,6 +15,9 @@ from typing import Any, Sequence
 import torch
 import torch.fx as fx
 
+from .layout import pair_part, stacks_pairs
+from .passes import call_on_fakes
+
 
 def write_inputs_in_place(gm: fx.GraphModule, layouts: Sequence[str], shared: frozenset[int] = frozenset()) -> None:
     """Inputs the program writes are written by the graph itself, into the memory it was
@@ -85,25 +88,14 @@ def _written_region(gm: fx.GraphModule, new: Any, target: fx.Node, complex_input
     ``value``, else None. A complex input's new value is either its pairs written
     (``slice_scatter`` nests on ``target``) or its two planes written alike and stacked into
     pairs; ``value`` is then the two planes' values, stacked."""
-    planes = _stacked_planes(new) if complex_input else None
-    if planes is None:
+    if not (complex_input and isinstance(new, fx.Node) and stacks_pairs(new)):
         return _region_of_nest(new, target, None, pair_dim=complex_input)
-    re, im = (_region_of_nest(plane, target, k, pair_dim=False) for k, plane in enumerate(planes))
+    re, im = (_region_of_nest(plane, target, k, pair_dim=False) for k, plane in enumerate(new.args[0]))
     if re is None or im is None or re[0] != im[0]:
         return None
     with gm.graph.inserting_before(gm.graph.output_node()):
-        value = gm.graph.call_function(torch.ops.aten.stack.default, ([re[1], im[1]], -1))
-    value.meta["val"] = torch.stack([re[1].meta["val"], im[1].meta["val"]], -1)
-    return re[0], value
-
-
-def _stacked_planes(node: Any) -> tuple[fx.Node, fx.Node] | None:
-    """``(re, im)`` where ``node`` is ``stack([re, im], -1)``."""
-    if not (isinstance(node, fx.Node) and node.target is torch.ops.aten.stack.default):
-        return None
-    planes, dim = node.args[0], (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0))
-    ndim = node.meta["val"].dim()
-    return (planes[0], planes[1]) if len(planes) == 2 and dim % ndim == ndim - 1 else None
+        value = call_on_fakes(gm.graph, torch.ops.aten.stack.default, [re[1], im[1]], -1)
+    return None if value is None else (re[0], value)
 
 
 def _region_of_nest(new: Any, target: fx.Node, plane: int | None, pair_dim: bool) -> tuple[tuple, fx.Node] | None:
@@ -139,13 +131,11 @@ def _view_path(node: Any, target: fx.Node) -> tuple[int | None, tuple] | None:
     while node is not target:
         if not isinstance(node, fx.Node):
             return None
+        part = pair_part(node) if plane is None else None
         if node.target is torch.ops.aten.slice.Tensor:
             slices.append(_slice_args(node))
-        elif node.target is torch.ops.aten.select.int and plane is None:
-            ndim = node.args[0].meta["val"].dim()
-            if node.args[1] % ndim != ndim - 1:
-                return None
-            plane = node.args[2] % 2
+        elif part is not None:
+            plane = part[1]
         else:
             return None
         node = node.args[0]

@@ -135,7 +135,7 @@ _SCATTERS_ON_PAIRS: dict[Any, Callable[..., tuple]] = {
 def _scatter_of_parts(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
     """``scatter(select(P, -1, k), select(Q, -1, k), ...)`` becomes ``select(scatter(P, Q,
     ...), -1, k)``, one ``scatter(P, Q)`` shared by both parts."""
-    into, src = _pair_part(node.args[0]), _pair_part(node.args[1])
+    into, src = pair_part(node.args[0]), pair_part(node.args[1])
     if into is None or src is None or into[1] != src[1] or node.kwargs:
         return False
     (pairs, k), (src_pairs, _) = into, src
@@ -146,7 +146,7 @@ def _scatter_of_parts(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
 
 
 def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
-    part = _pair_part(node.args[0])
+    part = pair_part(node.args[0])
     if part is None or node.kwargs:
         return False
     pairs, k = part
@@ -179,7 +179,7 @@ def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any
 
 
 def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
-    if not _stacks_pairs(node):
+    if not stacks_pairs(node):
         return False
     pairs = _pairs_of(*node.args[0]) or _filled_pairs(graph, node)
     if pairs is None or pairs.meta["val"].shape != node.meta["val"].shape:
@@ -298,7 +298,7 @@ def _small_matrix_product(product: fx.Node) -> bool:
 
 
 def _pairs_of(re: fx.Node, im: fx.Node) -> fx.Node | None:
-    first, second = _pair_part(re), _pair_part(im)
+    first, second = pair_part(re), pair_part(im)
     if first is None or second is None or first[0] is not second[0] or (first[1], second[1]) != (0, 1):
         return None
     return first[0]
@@ -347,20 +347,20 @@ def _only_restacked(parts: list[fx.Node]) -> bool:
         for user in node.users:
             if user.target in _ON_PAIRS and user.args[0] is node and not user.kwargs:
                 todo.append(user)
-            elif user.target is aten.copy_.default and user.args[1] is node and _pair_part(user.args[0]) is not None:
+            elif user.target is aten.copy_.default and user.args[1] is node and pair_part(user.args[0]) is not None:
                 read_as_pairs = True
-            elif not _stacks_pairs(user):
+            elif not stacks_pairs(user):
                 return False
             else:
                 for reader in user.users:
-                    if _pair_part(reader) is not None and reader.args[0] is user:
+                    if pair_part(reader) is not None and reader.args[0] is user:
                         todo.append(reader)
                     else:
                         read_as_pairs = True
     return read_as_pairs
 
 
-def _stacks_pairs(node: fx.Node) -> bool:
+def stacks_pairs(node: fx.Node) -> bool:
     """``stack([re, im], -1)``: two values into pairs."""
     if node.target is not aten.stack.default or len(node.args[0]) != 2:
         return False
@@ -372,7 +372,7 @@ def _stacks_pairs(node: fx.Node) -> bool:
 # ---- shared ------------------------------------------------------------------------------------
 
 
-def _pair_part(node: Any) -> tuple[fx.Node, int] | None:
+def pair_part(node: Any) -> tuple[fx.Node, int] | None:
     """``(P, k)`` where ``node`` is ``select(P, -1, k)`` of a real ``(..., 2)`` tensor ``P``."""
     if not (isinstance(node, fx.Node) and node.op == "call_function" and node.target is aten.select.int):
         return None
