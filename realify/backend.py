@@ -32,7 +32,7 @@ from .boundary import RealCall, split
 from .decompose import decompose
 from .dynamo_graph import source_line
 from .errors import OptionsChangedError
-from .input_writes import return_written_regions, write_inputs_in_place
+from .input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
 from .islands import island_call, islands_in
 from .tensor import ComplexTensor
 
@@ -78,10 +78,13 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         log.warning("%d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
-    if inner == "inductor" and not _needs_grad(real_examples):
+    differentiable = _needs_grad(real_examples)
+    if inner == "inductor" and not differentiable:
         write_inputs_in_place(real_gm, layouts, _with_shared_storage(real_examples))
     else:
         return_written_regions(real_gm, layouts)
+        if differentiable:
+            read_written_inputs_once(real_gm)
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()

@@ -399,7 +399,8 @@ KEEP_AS_ATEN = (torch.ops.aten.unfold_backward.default,)
 
 def _register_lowerings() -> None:
     """Give each op of :data:`KEEP_AS_ATEN` Inductor's ATen-fallback lowering, explicitly, and
-    ``realify::fusion_barrier`` its lowering (a stored buffer).
+    ``realify::fusion_barrier`` its lowering (a stored buffer), ``realify::snapshot`` Inductor's
+    clone.
 
     Left to Inductor, an op that reaches it undecomposed gets an implicit fallback, which
     raises ``make_fallback(...): a decomposition exists`` whenever the ``CI`` environment
@@ -417,6 +418,9 @@ def _register_lowerings() -> None:
                                    override_decomp=True)
     if _ops.fusion_barrier._opoverload not in lowering.lowerings:
         lowering.register_lowering(_ops.fusion_barrier._opoverload, type_promotion_kind=None)(_stored)
+    if _ops.snapshot._opoverload not in lowering.lowerings:
+        lowering.register_lowering(_ops.snapshot._opoverload, type_promotion_kind=None)(
+            lowering.lowerings[torch.ops.aten.clone.default])
 
 
 def _stored(x: Any) -> Any:

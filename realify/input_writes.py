@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import torch
 import torch.fx as fx
+from torch.utils.checkpoint import CheckpointPolicy
 
 from .layout import pair_part, stacks_pairs
 from .passes import call_on_fakes
@@ -80,6 +81,34 @@ def return_written_regions(gm: fx.GraphModule, layouts: Sequence[str]) -> None:
         gm.graph.eliminate_dead_code()
         gm.recompile()
         gm.realify_signature = dataclasses.replace(signature, written_regions=tuple(regions))
+
+
+def read_written_inputs_once(gm: fx.GraphModule) -> None:
+    """Under autograd, an input the program writes is read through one copy of it taken
+    before anything else, and that copy is what backward keeps.
+
+    The caller's tensor gets its new value after the call (``boundary.RealCall``), and the
+    graph's input is a view of it (its pairs) or, for a planar input, made from it. Where
+    backward needs the old value (``z.mul_(w)``: the gradient of ``w`` is ``g conj(z)``),
+    keeping the input itself would hand backward the new value; autograd's version check
+    refuses that (eager's in-place op keeps a copy of the old value). The copy is
+    ``realify::snapshot``, which no compiler pass removes as a no-op, tagged must-save, so
+    AOTAutograd's partitioner keeps it rather than recomputing it from the input in
+    backward; where backward reads no old value, nothing keeps it and Inductor folds it into
+    the reads."""
+    signature = gm.realify_signature
+    if not signature.mutated_inputs:
+        return
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    for i in signature.mutated_inputs:
+        target = placeholders[i]
+        with gm.graph.inserting_after(placeholders[-1]):
+            copy = call_on_fakes(gm.graph, torch.ops.realify.snapshot.default, target)
+        if copy is None:
+            continue
+        copy.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+        target.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
+    gm.recompile()
 
 
 def _written_region(gm: fx.GraphModule, new: Any, target: fx.Node, complex_input: bool

@@ -19,6 +19,7 @@ model's training step; docs/benchmarks.md, "Measurements behind design choices")
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
 - ``realify::cmm_pairs(a, b, conj_a, conj_b) -> pairs``        (complex matrix product, mm/bmm)
 - ``realify::fusion_barrier(x) -> x``         (a value Inductor stores rather than recomputes)
+- ``realify::snapshot(x) -> x``                (a copy no compiler pass removes as a no-op)
 
 ``dim`` counts the dimensions of the complex value (the trailing pair dimension excluded) and
 ``normalization`` is aten's code: 0 none, 1 by 1/sqrt(n), 2 by 1/n (whatever the direction).
@@ -38,7 +39,8 @@ import torch
 
 aten = torch.ops.aten
 
-__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "cmm_pairs", "fusion_barrier"]
+__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "cmm_pairs", "fusion_barrier",
+           "snapshot"]
 
 
 def _as_pairs(x: torch.Tensor) -> torch.Tensor:
@@ -336,15 +338,28 @@ cmm_pairs.register_autograd(_cmm_pairs_backward, setup_context=_cmul_pairs_setup
 # (decompose keeps the op only when asked to, as the compile backend does for Inductor).
 
 
-@torch.library.custom_op("realify::fusion_barrier", mutates_args=())
-def fusion_barrier(x: torch.Tensor) -> torch.Tensor:
-    # the value of x, as a tensor of its own
-    return x.clone()
+def _copy_op(name: str) -> torch._library.custom_ops.CustomOpDef:
+    """``realify::<name>(x) -> x``: the value of x in memory of its own (a custom op's output
+    may not alias its input); its gradient passes through unchanged. What makes two such ops
+    differ is what the compilers do with them."""
+    def copy(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    op = torch.library.custom_op(f"realify::{name}", copy, mutates_args=())
+    op.register_fake(torch.empty_like)
+    op.register_autograd(lambda ctx, grad: grad)
+    return op
 
 
-@fusion_barrier.register_fake
-def _(x):
-    return torch.empty_like(x)
+fusion_barrier = _copy_op("fusion_barrier")
 
 
-fusion_barrier.register_autograd(lambda ctx, grad: grad)
+# ---- snapshot ------------------------------------------------------------------------------
+# A copy of a value for backward to keep when the value's own memory is written after the
+# call (realify/input_writes.py). Inductor removes aten.clone of a graph input as a no-op
+# before partitioning, which would leave backward keeping the input itself; this op is not
+# removed, and Inductor lowers it to a clone it may still fold into the reads where nothing
+# keeps it (realify/inductor.py).
+
+
+snapshot = _copy_op("snapshot")

@@ -213,7 +213,21 @@ def _write_then_read(z, w):
     return torch.roll(z, 1, 0).sum(), z[2]
 
 
-@pytest.mark.parametrize("program", [_write_then_read, _write_a_block], ids=["two_writes", "a_block"])
+def _scale_in_place(z, w):
+    # the whole input scaled in place: w's gradient needs z's old value, which the call's
+    # write then replaces in the caller's memory
+    z.mul_(w if z.is_complex() else w.real)
+    return z.sum(), z[2]
+
+
+def _scale_a_block(z, w):
+    # the same for a region: only the region comes back, and backward needs its old value
+    z[1:3].mul_(w[1:3] if z.is_complex() else w[1:3].real)
+    return torch.roll(z, 1, 0).sum(), z[2]
+
+
+@pytest.mark.parametrize("program", [_write_then_read, _write_a_block, _scale_in_place, _scale_a_block],
+                         ids=["two_writes", "a_block", "scaled", "a_block_scaled"])
 @pytest.mark.parametrize("kind", list(_written_inputs()))
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, program, monkeypatch):
@@ -245,6 +259,35 @@ def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, program, monke
         (got[0].abs() + got[1].abs().sum()).backward()
         (expected[0].abs() + expected[1].abs().sum()).backward()
         torch.testing.assert_close(w1.grad, w2.grad)
+
+
+def _scale_then_transpose(z, w):
+    y = z.mul_(w)
+    z.t_()
+    return y * 2, z
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_an_input_scaled_in_place_under_autograd_matches_eager(inner):
+    # z is an activation (it requires grad, it is not a leaf), scaled in place and transposed in
+    # place: backward needs z's old value for both gradients, the caller's z must end up as
+    # eager's (values, shape, strides), and base's gradient flows through the write
+    torch._dynamo.reset()
+    results = []
+    for fn in (_scale_then_transpose, realify.compile(_scale_then_transpose, inner=inner)):
+        torch.manual_seed(0)
+        base = torch.randn(3, 4, dtype=C64, requires_grad=True)
+        w = torch.randn(3, 4, dtype=C64, requires_grad=True)
+        z = base * 1
+        y, z_out = fn(z, w)
+        (y.abs().sum() + z.real.pow(3).sum()).backward()
+        results.append((y.detach(), z.detach(), z.stride(), z_out is z, base.grad, w.grad))
+    (y1, z1, s1, same1, gb1, gw1), (y2, z2, s2, same2, gb2, gw2) = results
+    torch.testing.assert_close(y2, y1)
+    torch.testing.assert_close(z2, z1)
+    assert (s2, same2) == (s1, same1)
+    torch.testing.assert_close(gb2, gb1)
+    torch.testing.assert_close(gw2, gw1)
 
 
 def _write_modes_after_a_break(x, w):
