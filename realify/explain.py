@@ -49,6 +49,19 @@ class GraphReport:
 class GraphBreak:
     reason: str
     where: str | None
+    advice: str | None = None  # how to keep the graph whole, where the break is a known one
+
+
+# Graph breaks that third-party packages cause and a user can remove: (a file path fragment of a
+# frame on the break's stack, what to do). Each break is a graph boundary, a guard check and a
+# compiled call, and it stops fusion across it (docs/benchmarks.md, run 24).
+KNOWN_BREAKS = (
+    ("/opt_einsum/",
+     "opt_einsum's contract calls importlib and threading, which dynamo does not trace; torch.einsum "
+     "contracts in the graph (it uses opt_einsum's path search itself). With tensorly (neuraloperator "
+     "turns its opt_einsum plugin on), call tensorly.plugins.use_default_einsum() after the imports: "
+     "neuraloperator's FNO goes from 15 graphs to 1"),
+)
 
 
 @dataclasses.dataclass
@@ -79,7 +92,8 @@ class Explanation:
                 more = len(g.real_ops) - 8
                 lines.append(f"  real ops: {common}" + (f", ... ({more} more kinds)" if more > 0 else ""))
         for i, b in enumerate(self.graph_breaks, 1):
-            lines.append(f"\ngraph break {i}: {b.reason}" + (f"\n  at {b.where}" if b.where else ""))
+            lines.append(f"\ngraph break {i}: {b.reason}" + (f"\n  at {b.where}" if b.where else "")
+                         + (f"\n  to keep one graph: {b.advice}" if b.advice else ""))
         return "\n".join(lines)
 
 
@@ -91,7 +105,8 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> Explanation:
     returned :class:`Explanation` holds the same as data."""
     captured = torch._dynamo.explain(fn)(*args, **kwargs)
     graphs = [_report(i, gm) for i, gm in enumerate(captured.graphs, 1)]
-    breaks = [GraphBreak(_first_line(r.reason), _frame(r.user_stack[-1]) if r.user_stack else None)
+    breaks = [GraphBreak(_first_line(r.reason), _frame(r.user_stack[-1]) if r.user_stack else None,
+                         _advice(r.user_stack or ()))
               for r in captured.break_reasons]
     return Explanation(graphs, breaks)
 
@@ -150,6 +165,11 @@ def _op_named(name: str) -> Any:
 
 def _name(target: Any) -> str:
     return str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+
+
+def _advice(stack: Any) -> str | None:
+    files = [frame.filename.replace("\\", "/") for frame in stack]
+    return next((advice for fragment, advice in KNOWN_BREAKS if any(fragment in f for f in files)), None)
 
 
 def _first_line(text: str) -> str:

@@ -1,6 +1,7 @@
 """realify.explain: the complex ops of each graph and their rules, eager islands, graph breaks,
 real op counts, without compiling."""
 
+import pytest
 import torch
 
 import realify
@@ -14,6 +15,11 @@ def _with_break_and_island(z, w):
     return torch.linalg.det(y.reshape(2, 2)).abs() + y.abs().sum()
 
 
+def _line(offset: int) -> str:
+    """``test_explain.py:N`` for the line ``offset`` lines below ``_with_break_and_island``'s def."""
+    return f"test_explain.py:{_with_break_and_island.__code__.co_firstlineno + offset}"
+
+
 def test_explain_lists_ops_rules_islands_and_graph_breaks(fresh_dynamo, capsys):
     z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
     report = realify.explain(_with_break_and_island, z, w)
@@ -21,15 +27,15 @@ def test_explain_lists_ops_rules_islands_and_graph_breaks(fresh_dynamo, capsys):
     first, second = report.graphs
     assert {op.op: op.rule for op in first.complex_ops} == {
         "aten._fft_c2c.default": "realify.rules.fft.fft_c2c", "aten.mul.Tensor": "realify.rules.arithmetic.mul"}
-    assert all(op.where and "test_explain.py:12" in op.where for op in first.complex_ops)
+    assert all(op.where and _line(1) in op.where for op in first.complex_ops)
     # the real graph realify makes of the first: one FFT on pairs, the complex product in real muls
     assert first.real_ops["realify.fft_c2c.default"] == 1 and first.real_ops["aten.mul.Tensor"] == 4
     assert set(report.islands) == {"aten._linalg_det.default"}
     det = next(op for op in second.complex_ops if op.op == "aten._linalg_det.default")
-    assert det.rule is None and "test_explain.py:14" in det.where
+    assert det.rule is None and _line(3) in det.where
     assert second.real_ops["realify.eager_island.default"] == 1
     brk = report.graph_breaks[0]
-    assert "test_explain.py:13" in brk.where and "print" in brk.where and brk.reason
+    assert _line(2) in brk.where and "print" in brk.where and brk.reason
     text = str(report)
     assert "EAGER ISLAND" in text and "graph break 1" in text and "realify.rules.fft.fft_c2c" in text
     # nothing compiled, no island warning (the report lists them), and the program ran once
@@ -81,3 +87,25 @@ def test_torch_logs_shows_realifys_log(tmp_path):
     assert logged, done.stderr[-2000:]
     # torch's format (level letter, time, process, file:line), once, not the plain logging prefix
     assert not any(line.startswith("WARNING:realify:") for line in done.stderr.splitlines())
+
+
+def test_a_known_third_party_break_says_how_to_keep_one_graph(fresh_dynamo):
+    models = pytest.importorskip("neuralop.models", reason="neuraloperator comes with the models extra")
+    tensorly_plugins = pytest.importorskip("tensorly.plugins")
+    tensorly_plugins.use_opt_einsum("optimal")  # what importing neuraloperator sets
+    fno = models.FNO(n_modes=(4, 4), hidden_channels=4, n_layers=1, in_channels=1, out_channels=1)
+    report = realify.explain(fno, torch.randn(1, 1, 8, 8))
+    assert report.graph_breaks, "opt_einsum no longer breaks neuraloperator's graph: drop its entry in KNOWN_BREAKS"
+    assert all(b.advice and "tensorly.plugins.use_default_einsum()" in b.advice for b in report.graph_breaks)
+    assert "to keep one graph: opt_einsum's contract" in str(report)
+    # what the advice says holds: one graph
+    tensorly_plugins.use_default_einsum()
+    try:
+        torch._dynamo.reset()
+        advised = realify.explain(fno, torch.randn(1, 1, 8, 8))
+    finally:
+        tensorly_plugins.use_opt_einsum("optimal")
+    assert len(advised.graphs) == 1 and not advised.graph_breaks
+    # a break of the program's own (print) gets no advice
+    assert realify.explain(_with_break_and_island, torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
+                           ).graph_breaks[0].advice is None

@@ -16,6 +16,7 @@ grad. The benchmark runner adds the backward pass and, for modules, an SGD step.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 from typing import Any, Callable
@@ -325,9 +326,22 @@ def _package(module: str, distribution: str) -> Any:
             f"{distribution}) to run this workload") from None
 
 
-def _build_neuralop_fno(batch: int, grid: int, modes: int, hidden: int, layers: int, train: bool):
-    """neuraloperator's FNO (the package's own model, as its examples build it), on a 2-D field."""
+def _build_neuralop_fno(batch: int, grid: int, modes: int, hidden: int, layers: int, train: bool,
+                        einsum: str = "opt_einsum"):
+    """neuraloperator's FNO (the package's own model, as its examples build it), on a 2-D field.
+
+    ``einsum`` is tensorly's einsum, which the spectral convolutions contract their modes with:
+    ``"opt_einsum"`` is what importing neuraloperator sets (tensorly's opt_einsum plugin; dynamo
+    cannot trace opt_einsum's ``importlib`` and ``threading`` calls, so the forward is 15
+    graphs), ``"torch"`` is ``tensorly.plugins.use_default_einsum()``, one line a user can add:
+    ``torch.einsum``, which dynamo traces (one graph). tensorly's setting is global, so every
+    build sets it."""
     models = _package("neuralop.models", "neuraloperator")
+    plugins = importlib.import_module("tensorly.plugins")
+    if einsum == "torch":
+        plugins.use_default_einsum()
+    else:
+        plugins.use_opt_einsum("optimal")  # neuraloperator's own choice, made when it is imported
     model = models.FNO(n_modes=(modes, modes), hidden_channels=hidden, n_layers=layers, in_channels=1, out_channels=1)
     return _mse_variant(model, torch.randn(batch, 1, grid, grid), train)
 
@@ -478,13 +492,20 @@ def _gemm_workload(n: int) -> Workload:
     )
 
 
+_NEURALOP_FNO_SIZES = {"tiny": dict(batch=2, grid=16, modes=4, hidden=8, layers=2),
+                       "small": dict(batch=8, grid=64, modes=16, hidden=32, layers=4),
+                       "large": dict(batch=32, grid=128, modes=32, hidden=64, layers=4)}
+
 # real third-party models first: what users run
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("neuralop-fno", "neuraloperator's FNO (n_layers spectral convolutions with complex weights, its own "
              "graph breaks)", _build_neuralop_fno,
-             {"tiny": dict(batch=2, grid=16, modes=4, hidden=8, layers=2),
-              "small": dict(batch=8, grid=64, modes=16, hidden=32, layers=4),
-              "large": dict(batch=32, grid=128, modes=32, hidden=64, layers=4)}, trainable=True, gemm=True,
+             _NEURALOP_FNO_SIZES, trainable=True, gemm=True,
+             third_party="neuraloperator"),
+    Workload("neuralop-fno-torch-einsum", "the same FNO after tensorly.plugins.use_default_einsum(): its mode "
+             "contractions through torch.einsum, no graph breaks",
+             functools.partial(_build_neuralop_fno, einsum="torch"),
+             _NEURALOP_FNO_SIZES, trainable=True, gemm=True,
              third_party="neuraloperator"),
     Workload("complextorch-cnn", "complextorch layers: complex Conv2d, cardioid, modReLU, pooling, Linear",
              _build_complextorch_cnn,
