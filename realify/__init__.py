@@ -9,7 +9,8 @@ from . import backend, config
 from .backend import compile, realify_backend
 from .boundary import Boundary
 from .decompose import decompose
-from .errors import ComplexLeakError, MissingRuleError, OptionsChangedError, RealifyError, RuleConflictError
+from .errors import (ComplexLeakError, InputMetadataChangeError, MissingRuleError, OptionsChangedError, RealifyError,
+                     RuleConflictError)
 from .explain import Explanation, explain
 from .export import ComplexCallAdapter, export
 from .parameters import complex_parameters_as_real
@@ -42,6 +43,7 @@ __all__ = [
     "ComplexTensor",
     "ComplexLeakError",
     "Explanation",
+    "InputMetadataChangeError",
     "OptionsChangedError",
     "MissingRuleError",
     "RealifyError",

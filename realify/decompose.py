@@ -16,6 +16,7 @@ The layout in which complex inputs and outputs cross the graph's edges is the ca
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
@@ -35,7 +36,7 @@ from .autocast import MarkAutocastProducts, lower_precision_products
 from .boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
 from .dynamo_graph import DynamoGraphRunner, SourceLines
-from .errors import MissingRuleError
+from .errors import InputMetadataChangeError, MissingRuleError
 from .gauss import gauss_products
 from .layout import place_pairs
 from .passes import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, strip_fusion_barriers,
@@ -194,6 +195,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
         # decompositions that are not defined on complex values.
         traced = trace(python_dispatcher=True)
     inplace_views_to_functional(traced)
+    _refuse_metadata_changes_of_inputs(traced, _input_names(program))
     mutated = mutations_to_outputs(traced)
     copies_to_views(traced)
     unread_outputs_not_asked(traced)
@@ -210,6 +212,42 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
         output_strides=tuple(strides),
     )
     return traced, signature
+
+
+def _input_names(program: Callable) -> list[str]:
+    """The program's names for its inputs, as far as it tells them (for messages)."""
+    if isinstance(program, fx.GraphModule):
+        return [n.name for n in program.graph.find_nodes(op="placeholder")]
+    try:
+        return list(inspect.signature(program).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _refuse_metadata_changes_of_inputs(gm: fx.GraphModule, names: list[str]) -> None:
+    """An in-place view of an input (``z.t_()``, ``z.unsqueeze_(0)``) changes the caller's tensor's
+    shape or strides. Functionalization leaves it as ``as_strided_(input, size, stride)``
+    followed by a copy of the new values, which no layout of the input at the graph's edge
+    (complex, or real pairs or planes) can carry out: raise, naming the input, rather than fail
+    inside the trace. (The compile backend never sees this: dynamo applies such a change to
+    the caller's tensor outside the graph.)"""
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    for node in gm.graph.find_nodes(op="call_function", target=aten.as_strided_.default):
+        base = node.args[0]
+        if base not in placeholders:
+            continue
+        val = base.meta.get("val")
+        offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else val.storage_offset()
+        if (list(val.shape), list(val.stride()), val.storage_offset()) == (list(node.args[1]), list(node.args[2]), offset):
+            continue  # squeeze_() of a tensor without size-1 dims and the like: no change
+        i = placeholders.index(base)
+        name = f"input {i}" + (f" ({names[i]})" if i < len(names) else "")
+        raise InputMetadataChangeError(
+            f"the program changes the shape or strides of its {name} in place, from "
+            f"{tuple(val.shape)} to {tuple(node.args[1])} (an in-place view: t_, transpose_, unsqueeze_, squeeze_, "
+            f"as_strided_, ...); a decomposed or exported graph cannot change its caller's tensor's metadata.\n"
+            f"  What to do: use the out-of-place view (z.t() for z.t_()) and return its result; "
+            f"realify.compile(...) runs such programs as written.")
 
 
 def _complex_dtype(x: Any) -> torch.dtype | None:

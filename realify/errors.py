@@ -46,6 +46,11 @@ DECOMPOSE_ADVICE = (
 )
 
 
+class InputMetadataChangeError(RealifyError, NotImplementedError):
+    """The program changes the shape or strides of one of its inputs in place (``z.t_()``), which a
+    decomposed or exported graph cannot do to its caller's tensor."""
+
+
 class RuleConflictError(RealifyError):
     """Two rules were registered for the same op."""
 

@@ -7,6 +7,7 @@ Each case also runs the corrected call and compares it with eager complex PyTorc
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 
 import pytest
@@ -197,3 +198,49 @@ def test_exported_module_names_a_complex_input(exported_product):
         module(torch.view_as_real(a), torch.view_as_real(b).double())
     got = module(torch.view_as_real(a), torch.view_as_real(b))
     torch.testing.assert_close(torch.view_as_complex(got), product(a, b))
+
+
+def _transposes_z_in_place(z, x):
+    return z.t_() * x.sum()
+
+
+def _transposes_x_in_place(z, x):
+    return z * x.t_()[0, 0]
+
+
+def _squeezes_without_size_one_dims(z, x):
+    return z.squeeze_() * x  # no size-1 dims: the caller's z keeps its shape
+
+
+@pytest.mark.parametrize("entry", ["export", "decompose"])
+@pytest.mark.parametrize("program, name", [(_transposes_z_in_place, "input 0 (z)"), (_transposes_x_in_place, "input 1 (x)")],
+                         ids=["complex input", "real input"])
+def test_a_program_that_changes_an_inputs_shape_in_place_gets_a_named_error(entry, program, name):
+    # eager changes the caller's tensor to (4, 3); a real-only graph cannot: realify names the
+    # input instead of failing inside its trace (it raised a shape mismatch from fake tensors)
+    z, x = randc(3, 4), torch.randn(3, 4)
+    call = (lambda: realify.export(program, (z, x))) if entry == "export" else (lambda: realify.decompose(program, [z, x]))
+    with pytest.raises(realify.InputMetadataChangeError, match=rf"{re.escape(name)} in place, from \(3, 4\) to \(4, 3\)"):
+        call()
+    # what the message advises, the out-of-place view, exports and matches eager
+    source = inspect.getsource(program).replace(".t_()", ".t()")
+    namespace: dict = {}
+    exec(compile(source, "<fixed>", "exec"), namespace)  # noqa: S102 - the test's own program, rewritten
+    fixed = namespace[program.__name__]
+    ep = realify.export(fixed, (z, x))
+    torch.testing.assert_close(realify.ComplexCallAdapter(ep)(z, x), fixed(z, x))
+
+
+def test_an_in_place_view_that_changes_nothing_still_exports():
+    z, x = randc(3, 4), torch.randn(3, 4)
+    ep = realify.export(_squeezes_without_size_one_dims, (z.clone(), x))
+    got_z, expected_z = z.clone(), z.clone()
+    torch.testing.assert_close(realify.ComplexCallAdapter(ep)(got_z, x), _squeezes_without_size_one_dims(expected_z, x))
+    assert got_z.shape == expected_z.shape == (3, 4) and torch.equal(got_z, expected_z)
+
+
+def test_compile_changes_the_callers_tensor_as_eager_does():
+    z, x = randc(3, 4), torch.randn(3, 4)
+    got_z, expected_z = z.clone(), z.clone()
+    torch.testing.assert_close(realify.compile(_transposes_z_in_place)(got_z, x), _transposes_z_in_place(expected_z, x))
+    assert got_z.shape == expected_z.shape and got_z.stride() == expected_z.stride() and torch.equal(got_z, expected_z)
