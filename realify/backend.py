@@ -32,6 +32,7 @@ from .boundary import RealCall, split
 from .decompose import decompose
 from .dynamo_graph import source_line
 from .errors import OptionsChangedError
+from .fft_bands import transform_only_bands
 from .input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
 from .islands import island_call, islands_in
 from .tensor import ComplexTensor
@@ -62,6 +63,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
                         eager_outputs=True, pair_products=config.interleaved_products)
+    transform_only_bands(real_gm)
     # realify's own share of the compile time (the rest is the inner compiler's), and the
     # graphs it decomposed (DDPOptimizer hands over one piece per gradient bucket)
     decompose_s = time.perf_counter() - start

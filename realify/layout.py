@@ -6,13 +6,14 @@ as the two parts ``select(P, -1, 0)`` and ``select(P, -1, 1)`` of one real ``(..
 ``P``. Whether to keep working on ``P`` itself is this pass's decision, made by four
 rewrites, each a pattern and its replacement, applied in one walk over the graph in order (a
 rewrite's result is already in the form the later patterns look for; rule 4 applies at the
-FFT, before the nodes that rule 1 and 2 then rewrite):
+FFT, before the nodes that rule 1 and 2 then rewrite; the walk repeats while it changes
+something, since rule 3 can make an earlier FFT's result wanted only as pairs):
 
 1. **A view of a part is a part of the view**: ``V(select(P, -1, k))`` becomes
    ``select(V'(P), -1, k)``, ``V'`` the same view with the pair dimension kept last
-   (unsqueeze, squeeze, slice, select, expand, view, permute, transpose; and ``roll`` along
-   given dims, which moves elements as a view would), one ``V'(P)`` node shared by both
-   parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs. Writes of a part
+   (unsqueeze, squeeze, slice, select, expand, view, permute, transpose; ``roll`` along
+   given dims, which moves elements as a view would; and a contiguous ``clone``, einsum's copy
+   of an operand it cannot view as matrices), one ``V'(P)`` node shared by both parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs. Writes of a part
    into the same part of other pairs (``slice_scatter``, ``select_scatter``: ``out[..., :m,
    :m] = block``) are the same write of the pairs into the pairs, one node for both parts:
    a data-movement kernel then copies whole pairs, contiguous in both, instead of writing
@@ -72,8 +73,26 @@ aten = torch.ops.aten
 
 def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozenset[fx.Node] = frozenset()) -> None:
     """Apply the rewrites above to ``gm``; rule 3 only with ``products``, never to a product
-    whose pairs all come from ``boundary`` (the placeholders of complex inputs)."""
-    graph = gm.graph
+    whose pairs all come from ``boundary`` (the placeholders of complex inputs).
+
+    The walk repeats while it changes the graph (at most :data:`_MAX_WALKS` times): a product
+    rule 3 moves onto pairs stacks its factors into pairs, which can make an FFT earlier in the
+    graph one whose result is only wanted as pairs (rule 4) on the next walk; neuraloperator's
+    spectral convolution reads the forward FFT's modes into such a product."""
+    changed = False
+    for _ in range(_MAX_WALKS):
+        if not _walk(gm.graph, products, boundary):
+            break
+        changed = True
+        gm.graph.eliminate_dead_code(is_impure_node=keep_unread)  # the next walk sees only live uses
+    if changed:
+        gm.recompile()
+
+
+_MAX_WALKS = 3
+
+
+def _walk(graph: fx.Graph, products: bool, boundary: frozenset[fx.Node]) -> bool:
     views: dict[tuple, fx.Node] = {}  # V'(P) nodes made so far, shared by the parts of P
     changed = False
     for node in list(graph.nodes):
@@ -89,9 +108,7 @@ def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozens
             changed |= _parts_stacked(graph, node)
         elif products and node.target is aten.sub.Tensor:
             changed |= _product_on_pairs(graph, node, boundary)
-    if changed:
-        graph.eliminate_dead_code(is_impure_node=keep_unread)
-        gm.recompile()
+    return changed
 
 
 # ---- rule 1: views ---------------------------------------------------------------------------
@@ -122,7 +139,35 @@ _VIEWS_ON_PAIRS: dict[Any, Callable[..., tuple[Any, tuple]]] = {
 _ON_PAIRS = {
     **_VIEWS_ON_PAIRS,
     aten.roll.default: lambda p, n, shifts, dims=(): (aten.roll.default, (shifts, [_dim(d, n) for d in dims])) if dims else None,
+    # a contiguous copy of a part is a part of a contiguous copy of the pairs (einsum copies an
+    # operand it cannot view as a matrix; the copy then moves whole pairs)
+    aten.clone.default: lambda p, n, memory_format=None:
+        (aten.clone.default, (), _CONTIGUOUS) if memory_format == torch.contiguous_format else None,
 }
+_CONTIGUOUS = {"memory_format": torch.contiguous_format}
+
+
+def _moves_parts(node: fx.Node) -> bool:
+    """Whether ``node`` is an element move of its first argument that rule 1 may carry over to
+    pairs (keywords: only a copy's memory format). A copy read, itself or through views, by
+    the graph's output or by control flow stays: the parts of one copy of the pairs would be
+    values that alias each other, which outputs and control flow's operands must not."""
+    if node.target is aten.clone.default:
+        return not _read_beyond_aten(node)
+    return node.target in _ON_PAIRS and not node.kwargs
+
+
+def _read_beyond_aten(node: fx.Node) -> bool:
+    """Whether ``node``, or a view of it, is read by the output or by anything but an aten op."""
+    todo = [node]
+    while todo:
+        for user in todo.pop().users:
+            if user.op == "output" or not (isinstance(user.target, torch._ops.OpOverload)
+                                           and user.target.namespace == "aten"):
+                return True
+            if user.target in _VIEWS_ON_PAIRS or user.target is aten.alias.default:
+                todo.append(user)
+    return False
 
 
 # a part written into a part at given positions: the same write of the pairs into the pairs
@@ -147,25 +192,25 @@ def _scatter_of_parts(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
 
 def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
     part = pair_part(node.args[0])
-    if part is None or node.kwargs:
+    if part is None or not _moves_parts(node):
         return False
     pairs, k = part
     p = pairs.meta["val"]
-    on_pairs = _ON_PAIRS[node.target](p, p.dim() - 1, *node.args[1:])
+    on_pairs = _ON_PAIRS[node.target](p, p.dim() - 1, *node.args[1:], **node.kwargs)
     if on_pairs is None:
         return False
-    op, args = on_pairs
-    return _part_of_shared(graph, node, views, k, op, pairs, *args)
+    op, args, *kwargs = on_pairs
+    return _part_of_shared(graph, node, views, k, op, pairs, *args, **(kwargs[0] if kwargs else {}))
 
 
-def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any, *args: Any) -> bool:
-    """Replace ``node`` by part ``k`` of ``op(*args)`` on pairs, made once for both parts
-    (``views`` holds those made so far)."""
-    key = (op, *(a if isinstance(a, fx.Node) else repr(a) for a in args))  # sizes may be symbolic: as written
+def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any, *args: Any, **kwargs: Any) -> bool:
+    """Replace ``node`` by part ``k`` of ``op(*args, **kwargs)`` on pairs, made once for both
+    parts (``views`` holds those made so far)."""
+    key = (op, *(a if isinstance(a, fx.Node) else repr(a) for a in args), repr(kwargs))  # sizes may be symbolic: as written
     made = views.get(key)
     if made is None:
         with graph.inserting_before(node):
-            made = call_on_fakes(graph, op, *args)
+            made = call_on_fakes(graph, op, *args, **kwargs)
         if made is None:
             return False
         views[key] = made
@@ -345,7 +390,7 @@ def _only_restacked(parts: list[fx.Node]) -> bool:
     while todo:
         node = todo.pop()
         for user in node.users:
-            if user.target in _ON_PAIRS and user.args[0] is node and not user.kwargs:
+            if _moves_parts(user) and user.args[0] is node:
                 todo.append(user)
             elif user.target is aten.copy_.default and user.args[1] is node and pair_part(user.args[0]) is not None:
                 read_as_pairs = True

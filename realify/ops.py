@@ -213,8 +213,14 @@ fft_r2c_pairs.register_autograd(_r2c_backward, setup_context=_r2c_setup)
 def fft_c2r(x: torch.Tensor, dim: list[int], normalization: int, last_dim_size: int) -> torch.Tensor:
     # x[n] = scale * sum_k X[k] exp(2 pi i k n / N) with X completed by Hermitian symmetry
     # X[N-k] = conj(X[k]) from the onesided input; N = last_dim_size, the result is real.
+    # The input may hold fewer than N//2 + 1 bins along the last dim: the rest are zeros (as
+    # torch.fft.irfft's ``n`` pads; realify/fft_bands.py hands over only a band).
     # contiguous, as the fake implementation promises (aten's c2r may return other strides)
     z = torch.view_as_complex(_as_pairs(x))
+    last = _last(z.dim(), dim)
+    missing = _onesided_size(last_dim_size) - z.shape[last]
+    if missing > 0:
+        z = aten.constant_pad_nd.default(z, [0, 0] * (z.dim() - 1 - last) + [0, missing], 0.0)
     return aten._fft_c2r.default(z, _wrap(z.dim(), dim), normalization, last_dim_size).contiguous()
 
 
@@ -226,17 +232,20 @@ def _(x, dim, normalization, last_dim_size):
 
 
 def _c2r_setup(ctx, inputs, output):
-    _, ctx.dim, ctx.normalization, _ = inputs
+    x, ctx.dim, ctx.normalization, _ = inputs
+    ctx.bins = x.shape[_last(x.dim() - 1, ctx.dim)]
 
 
 def _c2r_backward(ctx, grad):
     # c2r = (fill the other half by conjugate symmetry) then backward c2c, keep the real part.
     # Adjoint: forward r2c of the (real) gradient, then accumulate the mirrored half onto the
     # bins it came from: bins 1 .. N - (N//2 + 1) appear twice in the full spectrum, so their
-    # gradient doubles (bin 0, and bin N/2 for even N, are their own mirror images).
+    # gradient doubles (bin 0, and bin N/2 for even N, are their own mirror images). Bins the
+    # op padded with zeros are no input: their gradient is dropped.
     g = fft_r2c_pairs(grad, ctx.dim, ctx.normalization, True)
     full = grad.shape[_last(grad.dim(), ctx.dim)]
-    return g * _mirrored_bins_scale(g, ctx.dim, full, 2.0), None, None, None
+    g = g * _mirrored_bins_scale(g, ctx.dim, full, 2.0)
+    return g.narrow(_last(g.dim() - 1, ctx.dim), 0, ctx.bins), None, None, None
 
 
 fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)

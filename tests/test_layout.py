@@ -246,6 +246,26 @@ def test_fft_wanted_as_pairs_computes_pairs():
     assert "realify.fft_c2c_pairs.default" in _targets(c2c) and "aten.stack.default" not in _targets(c2c)
 
 
+def _modes_mixed(x, w):
+    # neuraloperator's spectral contraction: modes of the forward FFT (centred rows, first
+    # columns) mixed over channels by einsum, which copies them into matrices it can multiply
+    modes = torch.fft.fftshift(torch.fft.rfft2(x), dim=-2)[..., 6:10, :3]
+    return torch.einsum("bixy,ioxy->boxy", modes, w)
+
+
+def test_fft_read_by_a_product_on_pairs_computes_pairs():
+    # the contraction runs on pairs (rule 3) and einsum's copy of the modes moves pairs (rule 1),
+    # so the FFT's result is only wanted as pairs (rule 4, on the walk after rule 3's)
+    x = torch.randn(2, PAIRS_GEMM_MIN_INNER, 16, 16)
+    w = torch.randn(PAIRS_GEMM_MIN_INNER, 5, 4, 3, dtype=torch.complex64)
+    gm = realify.decompose(_modes_mixed, [x, w], inputs="interleaved", outputs="interleaved", pair_products=True)
+    targets = _targets(gm)
+    assert {"realify.fft_r2c_pairs.default", "realify.cmm_pairs.default"} <= targets, gm.code
+    assert "realify.fft_r2c.default" not in targets and "aten.stack.default" not in targets, gm.code
+    got = realify.boundary.RealCall(gm, gm.realify_signature)(x, w)
+    torch.testing.assert_close(got, _modes_mixed(x, w), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("inner", ["eager", "inductor"])
 def test_spectrum_crossing_a_graph_break_matches_eager(inner):
     # values and gradients where the spectrum leaves one graph as pairs and enters the next
