@@ -1,7 +1,7 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes, two config
-changes, one decomposition left out and two added, one code-generation change and two settings
-that hold only while realify's own graphs compile. Items 1, 3, 4, 5 and 7 change how a real
-graph runs, never a value; 2 and 6 keep the values the rules compute, which Inductor's graph
+"""How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes and a
+joint-graph pass, two config changes, one decomposition left out and two added, one
+code-generation change and two settings that hold only while realify's own graphs compile. Items 1, 3, 4, 5, 7 and 10 change how a
+real graph runs, never a value; 2 and 6 keep the values the rules compute, which Inductor's graph
 passes and code generator would change; 8 lets control flow compile; 9 runs real
 convolutions as other real kernels (their sums in another order). Every item applies to realify's
 compiles only (config patches and context managers around ``compile_fx_inner``); what other
@@ -29,6 +29,8 @@ torch release; where a release needs something of its own, the item says so.
 9. 1x1 convolutions on CPU, forward and backward, as batched matrix products
    (realify/pointwise_conv.py, in :func:`realify_decomposition_table`): BLAS's GEMM, faster
    than oneDNN's convolution on these shapes.
+10. Inverse real FFTs of a spectrum zero beyond a band transform only the band, in the
+   backward graph too (:class:`TransformOnlyBands`, realify/fft_bands.py).
 
 About the fourth: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two
@@ -72,6 +74,7 @@ from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import ops as _ops  # registers realify::cmul_pairs (which a pass rewrites) and fusion_barrier
+from .fft_bands import transform_only_bands_in
 from .pointwise_conv import pointwise_convolution, pointwise_convolution_backward
 
 aten = torch.ops.aten
@@ -431,14 +434,16 @@ def _stored(x: Any) -> Any:
 
 def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     """Inductor's ``compile_fx`` for realify's real graphs, forward and backward alike:
-    realify's post-grad passes after any the caller set, :data:`VECTORIZE_PAIRS` unless the
+    realify's post-grad and joint-graph passes after any the caller set, :data:`VECTORIZE_PAIRS` unless the
     caller set it, and Inductor's decompositions less :data:`KEEP_AS_ATEN`."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     _register_lowerings()
     own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
     patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches,
                "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1(),
-                                              RealifyDecompositions()]}
+                                              RealifyDecompositions()],
+               "joint_custom_post_pass": [*get_custom_graph_passes(config_patches.get("joint_custom_post_pass")),
+                                          TransformOnlyBands()]}
     compile_real = functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner), config_patches=patches)
 
     @functools.wraps(compile_fx)
@@ -476,6 +481,19 @@ def _decompositions_for_realify() -> Iterator[None]:
 
     with unittest.mock.patch.object(compile_fx_module, "select_decomp_table", realify_decomposition_table):
         yield
+
+
+class TransformOnlyBands(CustomGraphPass):
+    """Joint-graph pass: :func:`realify.fft_bands.transform_only_bands_in` on the forward and
+    backward graph before AOTAutograd splits them (the gradient of a one-sided FFT whose modes
+    were cut is a ``c2r`` of a band; once split, the zeros it is written into may be a tensor
+    the forward saved, of contents unknown to the backward graph)."""
+
+    def __call__(self, graph: fx.Graph) -> None:
+        transform_only_bands_in(graph)
+
+    def uuid(self) -> Any:
+        return "realify.TransformOnlyBands.v1"
 
 
 class RealifyDecompositions(CustomGraphPass):

@@ -47,8 +47,12 @@ def _compiled_graph(program, *args):
     return out, graph
 
 
-def _c2r_dims(graph):
-    return [len(n.args[1]) for n in graph.graph.nodes if n.target is C2R]
+def _inverse(graph):
+    """How the graph inverts its spectrum: "full" (a multi-dimensional c2r), or "band" (the
+    band's c2c, then its last dimension's c2r as a GEMM on CPU: no c2r left)."""
+    dims = [len(n.args[1]) for n in graph.graph.nodes if n.target is C2R]
+    gemms = [n for n in graph.graph.nodes if n.target is torch.ops.aten.mm.default]
+    return {(2,): "full", (): "band" if gemms else "none"}.get(tuple(dims), dims)
 
 
 @pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
@@ -58,7 +62,7 @@ def test_band_of_a_spectrum_is_transformed_alone(norm, dtype):
     x = torch.randn(2, 3, 8, 12, dtype=dtype, requires_grad=True)
     w = torch.randn(4, 3, dtype=dtype.to_complex(), requires_grad=True)
     got, graph = _compiled_graph(lambda x, w: _modes_inverted(x, w, norm), x, w)
-    assert _c2r_dims(graph) == [1], graph.code  # 3 of 7 bins: the band alone
+    assert _inverse(graph) == "band", graph.code  # 3 of 7 bins: the band alone
     got.square().sum().backward()
     got_grads = x.grad.clone(), w.grad.clone()
     x.grad = w.grad = None
@@ -103,7 +107,7 @@ def test_band_found_only_where_the_zeros_are_known(case):
             return _written(torch.full((2, 6, 6), complex(fill, 0.0), dtype=torch.complex64), block, where)
         args = (block,)
     got, graph = _compiled_graph(program, *(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
-    assert _c2r_dims(graph) == ([1] if banded else [2]), graph.code
+    assert _inverse(graph) == ("band" if banded else "full"), graph.code
     expected = program(*args)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
     zeros = expected == 0
@@ -121,6 +125,139 @@ def test_an_all_zero_band_keeps_eagers_signed_zeros():
         return torch.fft.irfft2(out, s=(8, 10))
 
     got, graph = _compiled_graph(program, block)
-    assert _c2r_dims(graph) == [1], graph.code
+    assert _inverse(graph) == "band", graph.code
     expected = program(block)
     assert torch.equal(got, expected) and torch.equal(got.signbit(), expected.signbit())
+
+
+R2C = {torch.ops.realify.fft_r2c.default, torch.ops.realify.fft_r2c_pairs.default}
+
+
+def _r2c_left(graph):
+    return sum(n.target in R2C for n in graph.graph.nodes)
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_one_dimensional_transforms_of_a_band(norm, dtype):
+    # rfft whose first 3 of 7 bins are read, irfft of 3 bins written into zeros: both GEMMs
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 12, dtype=dtype, requires_grad=True)
+    w = torch.randn(5, 3, dtype=dtype.to_complex(), requires_grad=True)
+
+    def program(x, w):
+        out = torch.zeros(4, 5, 7, dtype=dtype.to_complex())
+        out[..., :3] = torch.fft.rfft(x, norm=norm)[..., :3] * w
+        return torch.fft.irfft(out, n=12, norm=norm)
+
+    got, graph = _compiled_graph(program, x, w)
+    assert _r2c_left(graph) == 0 and _inverse(graph) == "band", graph.code
+    got.square().sum().backward()
+    got_grads = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    expected = program(x, w)
+    expected.square().sum().backward()
+    # each output a sum of 2m - 1 = 5 (c2r) or n = 12 (r2c) products: the GEMM's rounding
+    # error is within a few units of the FFT's at these sizes
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(got, expected, rtol=tol, atol=tol)
+    for g, e in zip(got_grads, (x.grad, w.grad)):
+        torch.testing.assert_close(g, e, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", ["modes", "start inside", "past half", "strided", "whole", "rows"])
+def test_forward_transform_cut_to_the_bins_read(case):
+    # the r2c becomes a GEMM only where every reader reads a leading band of at most half the
+    # bins of its last dimension
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 12)
+    read, by_gemm = {"modes": ((Ellipsis, slice(2, 6), slice(0, 3)), True),
+                     "start inside": ((Ellipsis, slice(1, 3)), True),
+                     "past half": ((Ellipsis, slice(0, 4)), False),
+                     "strided": ((Ellipsis, slice(0, 3, 2)), False),
+                     "whole": ((Ellipsis,), False),
+                     "rows": ((Ellipsis, slice(0, 2), slice(None)), False)}[case]
+
+    def program(x):
+        return torch.fft.fftshift(torch.fft.rfft2(x), dim=-2)[read] * 2
+
+    got, graph = _compiled_graph(program, x)
+    assert _r2c_left(graph) == (0 if by_gemm else 1), graph.code
+    torch.testing.assert_close(got, program(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, -0.0])
+def test_forward_transform_of_special_values(value):
+    # an infinite or NaN sample makes its whole row non-finite, in the FFT and in the GEMM
+    # alike; which of inf or NaN each part holds is the FFT library's (MKL, pocketfft and
+    # cuFFT differ too), so the test holds the positions of non-finite bins to eager's, finite
+    # bins to eager's values, zero bins to eager's signs, bin 0's imaginary part to +0
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 12)
+    x[0, 1, 4] = value
+    x[1] = -0.0  # every sample -0: each bin a sum of signed zeros
+
+    def program(x):
+        return torch.fft.rfft(x)[..., :3] * 1
+
+    got, graph = _compiled_graph(program, x)
+    assert _r2c_left(graph) == 0, graph.code
+    expected = program(x)
+    assert torch.equal(got.isfinite(), expected.isfinite())
+    finite = expected.isfinite()
+    torch.testing.assert_close(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
+    for part in (torch.real, torch.imag):
+        zeros = part(expected) == 0
+        assert torch.equal(part(got)[zeros & finite].signbit(), part(expected)[zeros & finite].signbit())
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan])
+def test_inverse_transform_ignores_the_imaginary_part_of_bin_0(value):
+    # c2r drops bin 0's imaginary part whatever it holds; the GEMM leaves it out, not
+    # multiplied by sin 0 = 0 (inf * 0 would be NaN)
+    block = torch.randn(2, 3, 2, dtype=torch.complex64)
+    block[:, :, 0] = torch.complex(block[:, :, 0].real, torch.full((2, 3), value))
+
+    def program(block):
+        out = torch.zeros(2, 3, 7, dtype=torch.complex64)
+        out[..., :2] = block
+        return torch.fft.irfft(out, n=12)
+
+    got, graph = _compiled_graph(program, block)
+    assert _inverse(graph) == "band", graph.code
+    expected = program(block)
+    assert expected.isfinite().all()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("last", [-1, -2])
+def test_forward_transform_cut_by_the_fft_where_a_gemm_does_not_pay(monkeypatch, last):
+    # the one-dimensional r2c of all bins, cut to the band, then the band's c2c: the full
+    # transform's bits (here for a last transformed dim that is not the tensor's last, or with
+    # the GEMM ruled out)
+    import realify.fft_bands as fft_bands
+    monkeypatch.setattr(fft_bands, "gemm_pays", lambda m, n, inverse: False)
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 12, 5, requires_grad=True)
+    dims = (-3, -2) if last == -2 else (-2, -1)
+
+    def program(x):
+        spectrum = torch.fft.rfftn(x, dim=dims)
+        cut = spectrum[:, :, :3] if last == -2 else spectrum[..., :1]
+        return torch.view_as_real(cut * 2)
+
+    got, graph = _compiled_graph(program, x)
+    assert _r2c_left(graph) == 1 and _c2c_dims(graph) == [1], graph.code
+    expected = program(x)
+    assert torch.equal(got, expected)
+    got.square().sum().backward()
+    got_grad, x.grad = x.grad.clone(), None
+    expected.square().sum().backward()
+    # the gradient runs other transforms than eager's (c2c, then c2r of the band, against one
+    # two-dimensional c2r): both are off from float64's by up to 1e-7 of the largest entry,
+    # which is ~1000 here, so entries near 0 differ by more than 1e-5 relative
+    torch.testing.assert_close(got_grad, x.grad, rtol=1e-5, atol=1e-6 * x.grad.abs().max().item())
+
+
+def _c2c_dims(graph):
+    return [len(n.args[1]) for n in graph.graph.nodes if n.target is torch.ops.realify.fft_c2c_pairs.default]
