@@ -64,8 +64,8 @@ __all__ = ["gemm_pays", "read_below", "take_band", "transform_only_bands", "tran
 
 def transform_only_bands(gm: fx.GraphModule) -> None:
     """Rewrite each ``realify::fft_c2r`` of ``gm`` (and of its control-flow submodules) whose
-    input is zero beyond a band of at most half its last transformed dimension (module
-    docstring)."""
+    input is zero beyond a band of at most half its last transformed dimension, and each
+    one-sided r2c of which only such a band is read (module docstring)."""
     for module in gm.modules():
         if isinstance(module, fx.GraphModule) and transform_only_bands_in(module.graph):
             module.recompile()
