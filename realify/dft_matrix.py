@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import torch
 import torch.fx as fx
+
+from .passes import call_on_fakes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -40,7 +41,7 @@ def dft_matrix(graph: fx.Graph, like: torch.Tensor, m: int, n: int, normalizatio
     Made in the graph, in float64 (``k j mod n`` exact, so every angle is the nearest float64 to
     its value), then rounded to ``like``'s dtype: 2mn elements, a few microseconds per call.
     Only ops that Inductor lowers as they are: the pass also runs after its decompositions."""
-    make = functools.partial(_call_made, graph, like.fake_mode)
+    make = functools.partial(call_on_fakes, graph, fake_mode=like.fake_mode)
 
     def index(size: int) -> fx.Node:
         ints = make(prims.iota.default, size, start=0, step=1, dtype=torch.int64, device=like.device,
@@ -68,7 +69,7 @@ def dft_matrix(graph: fx.Graph, like: torch.Tensor, m: int, n: int, normalizatio
 def without_imaginary_bin_0(graph: fx.Graph, pairs: fx.Node) -> fx.Node:
     """(rows, 2m) pairs -> (rows, 2m - 1): bin 0's imaginary part dropped (a copy of the band)."""
     width = pairs.meta["val"].shape[-1]
-    make = functools.partial(_call_made, graph, pairs.meta["val"].fake_mode)
+    make = functools.partial(call_on_fakes, graph)
     return make(aten.cat.default, [make(aten.slice.Tensor, pairs, 1, 0, 1), make(aten.slice.Tensor, pairs, 1, 2, width)], 1)
 
 
@@ -77,7 +78,7 @@ def with_imaginary_bin_0(graph: fx.Graph, bins: fx.Node, samples: fx.Node) -> fx
     0's imaginary part +0, its real part -0 where every sample of the row is -0 (a sum of
     zeros is -0 only if all are; a GEMM's sum starts from +0)."""
     width = bins.meta["val"].shape[-1]
-    make = functools.partial(_call_made, graph, bins.meta["val"].fake_mode)
+    make = functools.partial(call_on_fakes, graph, fake_mode=bins.meta["val"].fake_mode)
     # -0's bits, read as a signed integer, are the smallest integer: the row's largest is that
     # integer only if every sample is -0 (one vectorized max over the row's bits)
     dtype = samples.meta["val"].dtype
@@ -94,14 +95,3 @@ def with_imaginary_bin_0(graph: fx.Graph, bins: fx.Node, samples: fx.Node) -> fx
 def scale_of(normalization: int, n: int) -> float:
     """aten's FFT normalization code as the factor it applies: none, 1/sqrt(n), 1/n."""
     return (1.0, 1 / math.sqrt(n), 1 / n)[normalization]
-
-
-def _call_made(graph: fx.Graph, fake_mode: Any, target: Any, *args: Any, **kwargs: Any) -> fx.Node:
-    """A new node with its fake value; its inputs may all be made in the graph (no fake input
-    to take a mode from)."""
-    node = graph.call_function(target, args, kwargs)
-    vals = [[x.meta["val"] for x in a] if isinstance(a, list) and a and isinstance(a[0], fx.Node)
-            else a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-    with fake_mode, torch._C._DisableAutocast():
-        node.meta["val"] = target(*vals, **kwargs)
-    return node

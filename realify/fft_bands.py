@@ -93,8 +93,7 @@ def _band_only(graph: fx.Graph, c2r: fx.Node) -> bool:
     band = zero_from(pairs, band_dim)
     if band is None or band == 0 or 2 * band > columns:
         return False
-    by_gemm = (band_dim == complex_dims - 1 and gemm_pays(band, last_size, inverse=True)
-               and value.device.type == "cpu" and value.dtype in (torch.float32, torch.float64))
+    by_gemm = band_dim == complex_dims - 1 and _on_blas(value) and gemm_pays(band, last_size, inverse=True)
     if len(dims) == 1 and not by_gemm:
         return False  # a one-dimensional c2r of a band: no c2c to save
     with graph.inserting_before(c2r):
@@ -122,6 +121,12 @@ def _c2r_by_gemm(graph: fx.Graph, band: fx.Node, normalization: int, n: int) -> 
     matrix = dft_matrix(graph, band.meta["val"], shape[-2], n, normalization, mirrored=True)
     signal = call_on_fakes(graph, aten.mm.default, rows, matrix)
     return call_on_fakes(graph, aten.reshape.default, signal, [*shape[:-2], n])
+
+
+def _on_blas(value: torch.Tensor) -> bool:
+    """Whether a transform of ``value`` may run as a GEMM: on CPU (where :func:`gemm_pays` was
+    measured), in float32 or float64."""
+    return value.device.type == "cpu" and value.dtype in (torch.float32, torch.float64)
 
 
 def gemm_pays(m: int, n: int, inverse: bool) -> bool:
@@ -155,8 +160,7 @@ def _read_band_only(graph: fx.Graph, r2c: fx.Node) -> bool:
     if None in bands or max(bands) == 0 or 2 * max(bands) > columns:
         return False
     m = max(bands)
-    by_gemm = (dims[-1] == value.dim() - 1 and gemm_pays(m, n, inverse=False) and value.device.type == "cpu"
-               and value.dtype in (torch.float32, torch.float64))
+    by_gemm = dims[-1] == value.dim() - 1 and _on_blas(value) and gemm_pays(m, n, inverse=False)
     if len(dims) == 1 and not by_gemm:
         return False  # a one-dimensional r2c of all bins: nothing to save
     with graph.inserting_before(r2c):

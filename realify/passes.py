@@ -140,17 +140,19 @@ def unread_outputs_not_asked(gm: fx.GraphModule) -> None:
         module.recompile()
 
 
-def call_on_fakes(graph: fx.Graph, target: Any, *args: Any, **kwargs: Any) -> fx.Node | None:
-    """A new node with its fake value (computed in its first input's fake mode), or None where
-    the op refuses those values (the node is not made); ``kwargs`` hold no nodes."""
+def call_on_fakes(graph: fx.Graph, target: Any, *args: Any, fake_mode: Any = None, **kwargs: Any) -> fx.Node | None:
+    """A new node with its fake value (computed in its first input's fake mode, or in
+    ``fake_mode`` for a node made from constants alone), or None where the op refuses those
+    values (the node is not made); ``kwargs`` hold no nodes."""
     vals = [a.meta["val"] if isinstance(a, fx.Node) else
             [x.meta["val"] if isinstance(x, fx.Node) else x for x in a] if isinstance(a, list) else a for a in args]
-    first = next(v for v in vals if isinstance(v, torch.Tensor) or isinstance(v, list))
-    fake = first[0] if isinstance(first, list) else first
+    if fake_mode is None:
+        first = next(v for v in vals if isinstance(v, torch.Tensor) or isinstance(v, list))
+        fake_mode = (first[0] if isinstance(first, list) else first).fake_mode
     try:
         # the node runs as written: the caller's autocast (decompose may run under it) must
         # not change the dtype its fake value records
-        with fake.fake_mode, torch._C._DisableAutocast():
+        with fake_mode, torch._C._DisableAutocast():
             value = target(*vals, **kwargs)
     except RuntimeError:
         return None

@@ -261,3 +261,41 @@ def test_forward_transform_cut_by_the_fft_where_a_gemm_does_not_pay(monkeypatch,
 
 def _c2c_dims(graph):
     return [len(n.args[1]) for n in graph.graph.nodes if n.target is torch.ops.realify.fft_c2c_pairs.default]
+
+
+@pytest.mark.parametrize("case", ["transposed input", "signed zeros", "graph break"])
+def test_band_gemms_on_awkward_inputs(case):
+    # values and gradients stay eager's on a non-contiguous input, on exact zeros of both signs
+    # (rows of -0 and +0 samples, an axis-point complex weight), and across a graph break
+    # between the forward transform and its readers (no graph sees both: nothing rewritten there)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 12, 8)
+    if case == "transposed input":
+        x = x.transpose(-1, -2)  # (2, 3, 8, 12), last dim strided
+    elif case == "signed zeros":
+        x[0, 0] = -0.0
+        x[0, 1, :, :6] = 0.0
+    x.requires_grad_()
+    w = torch.randn(3, 1, 3, dtype=torch.complex64)
+    w[0, 0] = torch.complex(torch.tensor([1.0, -0.0, 2.0]), torch.zeros(3))  # real weights: axis points
+    w.requires_grad_()
+
+    def program(x, w):
+        spectrum = torch.fft.rfft2(x)
+        if case == "graph break":
+            torch._dynamo.graph_break()
+        out = torch.zeros_like(spectrum)
+        out[..., :3] = spectrum[..., :3] * w
+        return torch.fft.irfft2(out, s=x.shape[-2:])
+
+    torch._dynamo.reset()
+    got = realify.compile(program)(x, w)
+    got.square().sum().backward()
+    got_grads, x.grad, w.grad = (x.grad.clone(), w.grad.clone()), None, None
+    expected = program(x, w)
+    expected.square().sum().backward()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    zeros = expected == 0
+    assert torch.equal(got[zeros].signbit(), expected[zeros].signbit())
+    for g, e in zip(got_grads, (x.grad, w.grad)):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
