@@ -47,14 +47,13 @@ class DynamoGraphRunner(fx.Interpreter):
     ``realify::fusion_barrier`` (realify/ops.py): Inductor stores them rather than inlining
     a log-depth scan's levels into one another."""
 
-    # functorch's level arguments, by position
-    _LEVEL_ARG = {
-        predispatch._add_batch_dim: 2,
-        predispatch._remove_batch_dim: 1,
-        predispatch._unwrap_for_grad: 1,
-        torch._C._functorch._wrap_for_grad: 1,
-        torch._C._functorch._unwrap_for_grad: 1,
-    }
+    # functorch's level arguments, by position (predispatch's own _unwrap_for_grad is newer
+    # than torch 2.13's floor of some builds, hence looked up by name)
+    _LEVEL_ARG = {getattr(module, name): position for module, name, position in [
+        (predispatch, "_add_batch_dim", 2), (predispatch, "_remove_batch_dim", 1),
+        (predispatch, "_unwrap_for_grad", 1), (torch._C._functorch, "_wrap_for_grad", 1),
+        (torch._C._functorch, "_unwrap_for_grad", 1),
+    ] if hasattr(module, name)}
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         self.level_offset = torch._C._functorch.maybe_current_level() or 0

@@ -69,7 +69,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx as fx
-from torch._inductor.custom_graph_pass import CustomGraphPass, get_custom_graph_passes
+from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
@@ -78,6 +78,26 @@ from .fft_bands import transform_only_bands_in
 from .pointwise_conv import pointwise_convolution, pointwise_convolution_backward
 
 aten = torch.ops.aten
+
+
+class PassSequence(CustomGraphPass):
+    """Several graph passes, run in order, as one value of Inductor's pass settings (which take
+    a single pass on some torch builds, a list on others). ``setting`` is the value already
+    there (None, a pass, a list or another sequence); ``passes`` run after it. Cacheable when
+    every pass is: its uuid is theirs, in order."""
+
+    def __init__(self, setting: Any, *passes: Any) -> None:
+        before = () if setting is None else setting.passes if isinstance(setting, PassSequence) else (
+            tuple(setting) if isinstance(setting, (list, tuple)) else (setting,))
+        self.passes = (*before, *passes)
+
+    def __call__(self, graph: fx.Graph) -> None:
+        for graph_pass in self.passes:
+            graph_pass(graph)
+
+    def uuid(self) -> Any:
+        ids = tuple(p.uuid() if isinstance(p, CustomGraphPass) else None for p in self.passes)
+        return None if None in ids else ids
 
 
 class PairProductsToATen(CustomGraphPass):
@@ -365,7 +385,7 @@ def accurate_expm1() -> Iterator[None]:
     """
     from torch._inductor import config as inductor_config
 
-    passes = [*get_custom_graph_passes(inductor_config.post_grad_custom_post_pass), AccurateExpm1()]
+    passes = PassSequence(inductor_config.post_grad_custom_post_pass, AccurateExpm1())
     with inductor_config.patch(post_grad_custom_post_pass=passes), _accurate_vector_expm1():
         yield
 
@@ -438,12 +458,12 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     caller set it, and Inductor's decompositions less :data:`KEEP_AS_ATEN`."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     _register_lowerings()
-    own = get_custom_graph_passes(config_patches.get("post_grad_custom_post_pass"))
     patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches,
-               "post_grad_custom_post_pass": [*own, PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1(),
-                                              RealifyDecompositions()],
-               "joint_custom_post_pass": [*get_custom_graph_passes(config_patches.get("joint_custom_post_pass")),
-                                          TransformOnlyBands()]}
+               "post_grad_custom_post_pass": PassSequence(config_patches.get("post_grad_custom_post_pass"),
+                                                          PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1(),
+                                                          RealifyDecompositions()),
+               "joint_custom_post_pass": PassSequence(config_patches.get("joint_custom_post_pass"),
+                                                      TransformOnlyBands())}
     compile_real = functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner), config_patches=patches)
 
     @functools.wraps(compile_fx)

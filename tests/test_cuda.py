@@ -16,7 +16,7 @@ import torch
 
 import realify
 from backend_support import RecordingInner
-from realify.bench.runner import MODES, Case, run_one
+from realify.bench.runner import MODES, Case, Mode, run_one
 from realify.bench.workloads import WORKLOADS
 
 DEVICE = os.environ.get("REALIFY_TEST_DEVICE", "cuda")
@@ -42,6 +42,10 @@ def _exact_float32():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+# dynamo alone, no compiler: how many graphs a workload is without realify
+DYNAMO_ONLY = Mode("dynamo-eager", "torch.compile(fn, backend='eager')", "PyTorch",
+                   lambda fn: torch.compile(fn, backend="eager"))
+
 CASES = [pytest.param(Case(w, train), id=f"{name}-{'train' if train else 'fwd'}")
          for name, w in WORKLOADS.items() for train in ([False, True] if w.trainable else [False])]
 
@@ -49,12 +53,21 @@ CASES = [pytest.param(Case(w, train), id=f"{name}-{'train' if train else 'fwd'}"
 @pytest.mark.parametrize("case", CASES)
 def test_workload_matches_eager(case):
     """Outputs (forward) or loss and every gradient after an SGD step (training) within the
-    workload's normwise tolerance of eager on the same device, in one compiled graph."""
+    workload's normwise tolerance of eager on the same device, in one compiled graph; a
+    third-party model in as many graphs as dynamo makes of it without realify (the package's
+    own breaks are not realify's)."""
     reference_row, reference = run_one(case, MODES["eager"], size="tiny", repeat=1, warmup=0, device=DEVICE)
+    if reference_row.status == "skipped":
+        pytest.skip(reference_row.error)  # a third-party package not installed: the message names it
     assert reference_row.status == "ok", reference_row.error
     row, _ = run_one(case, MODES["realify"], size="tiny", repeat=1, warmup=0, device=DEVICE, reference=reference)
     assert row.status == "ok", row.error or f"max normwise error {row.max_rel_err:.3g} > {row.rtol:g}"
-    assert row.graphs == 1 and not row.graph_breaks, row.notes
+    if case.workload.third_party:
+        baseline, _ = run_one(case, DYNAMO_ONLY, size="tiny", repeat=1, warmup=0, device=DEVICE)
+        assert baseline.status == "ok", baseline.error
+        assert (row.graphs, row.graph_breaks) == (baseline.graphs, baseline.graph_breaks), row.notes
+    else:
+        assert row.graphs == 1 and not row.graph_breaks, row.notes
 
 
 def _docs_chain(a, b):
@@ -88,14 +101,17 @@ def test_special_values_match_eager_on_device():
     z = torch.complex(re.flatten(), im.flatten()).to(DEVICE)
 
     def program(z):
-        # no sum of two special values: eager's add differs from C99 there (test_numerics)
-        return torch.exp(z) * z.conj(), torch.sqrt(z) / (z + 1), torch.atan(torch.cos(z) / torch.sin(z))
+        # no sum of two special values: eager's add differs from C99 there (test_numerics);
+        # nor a sum with a real operand, which eager promotes to x + 0i (docs/numerics.md)
+        return torch.exp(z) * z.conj(), torch.sqrt(z) / (z + (1 + 1j)), torch.atan(torch.cos(z) / torch.sin(z))
 
     torch._dynamo.reset()
     for got, want in zip(realify.compile(program, fullgraph=True)(z), program(z)):
         actual, expected = torch.view_as_real(got), torch.view_as_real(want)
         assert torch.equal(torch.isnan(actual), torch.isnan(expected))
-        finite = ~torch.isnan(expected)
-        torch.testing.assert_close(actual[finite], expected[finite], rtol=1e-5, atol=0)
-        zero = finite & (expected == 0)
+        # complex-wise relative error: a part that cancels (sqrt(1e-30i) / (1 + i) has an
+        # imaginary part of ~1e-46 in exact arithmetic) holds rounding error of the magnitude
+        both = ~torch.isnan(expected).any(-1)
+        torch.testing.assert_close(got[both], want[both], rtol=1e-5, atol=0)
+        zero = (expected == 0) & (actual == 0)
         assert torch.equal(torch.signbit(actual[zero]), torch.signbit(expected[zero]))

@@ -404,6 +404,32 @@ def test_pair_products_lowering_keeps_user_passes():
     assert seen == [2]  # the user's pass runs first and sees realify's op
 
 
+def test_pass_sequence_runs_a_callers_passes_first_and_caches_only_when_each_can():
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    from realify.inductor import PassSequence
+
+    seen = []
+
+    class Named(CustomGraphPass):
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, graph):
+            seen.append(self.name)
+
+        def uuid(self):
+            return self.name
+
+    callers = [Named("a"), Named("b")]
+    sequence = PassSequence(PassSequence(callers, Named("c")), Named("d"))
+    sequence(torch.fx.Graph())
+    assert seen == ["a", "b", "c", "d"] and sequence.uuid() == ("a", "b", "c", "d")
+    only = Named("e")
+    assert PassSequence(only).passes == (only,) and PassSequence(None, only).passes == (only,)
+    assert PassSequence(lambda graph: None, Named("x")).uuid() is None  # a plain function has no uuid
+
+
 @pytest.mark.parametrize("size", [8, SMALL_INPUT + 1])
 def test_boundary_layout_by_input_size(size):
     # for inner compilers other than Inductor, small complex inputs enter as their own
