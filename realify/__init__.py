@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from . import backend, config
+from . import backend, config, library_polyfills
 from .backend import compile, realify_backend
 from .boundary import Boundary
 from .decompose import decompose
@@ -18,6 +18,7 @@ from .rules._derivative import decompositions as pointwise_decompositions
 from .tensor import ComplexTensor
 
 logging.getLogger("realify").addHandler(logging.NullHandler())
+library_polyfills.register()  # before any graph is traced: opt_einsum's calls stay in one graph
 
 
 def _register_with_torch_logs() -> None:

@@ -57,10 +57,10 @@ class GraphBreak:
 # compiled call, and it stops fusion across it (docs/benchmarks.md, run 24).
 KNOWN_BREAKS = (
     ("/opt_einsum/",
-     "opt_einsum's contract calls importlib and threading, which dynamo does not trace; torch.einsum "
+     "opt_einsum's contract breaks the graph where realify's stand-ins for its bookkeeping do not "
+     "apply (inside shared_intermediates(), or a path search made during the call); torch.einsum "
      "contracts in the graph (it uses opt_einsum's path search itself). With tensorly (neuraloperator "
-     "turns its opt_einsum plugin on), call tensorly.plugins.use_default_einsum() after the imports: "
-     "neuraloperator's FNO goes from 15 graphs to 1"),
+     "turns its opt_einsum plugin on), call tensorly.plugins.use_default_einsum() after the imports"),
 )
 
 

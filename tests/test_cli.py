@@ -145,7 +145,7 @@ THIRD_PARTY = [w.name for w in workloads.WORKLOADS.values() if w.third_party]
 
 @pytest.mark.parametrize("name", THIRD_PARTY)
 def test_third_party_models_match_eager_through_realify(name):
-    """The real packages' models (neuraloperator's FNO with its graph breaks, complextorch's
+    """The real packages' models (neuraloperator's FNO with opt_einsum's contractions, complextorch's
     layers, auraloss's STFT loss) through realify's real graphs: outputs, and the loss and
     every gradient of a training step, against eager PyTorch."""
     w = workloads.get(name)

@@ -332,10 +332,10 @@ def _build_neuralop_fno(batch: int, grid: int, modes: int, hidden: int, layers: 
 
     ``einsum`` is tensorly's einsum, which the spectral convolutions contract their modes with:
     ``"opt_einsum"`` is what importing neuraloperator sets (tensorly's opt_einsum plugin; dynamo
-    cannot trace opt_einsum's ``importlib`` and ``threading`` calls, so the forward is 15
-    graphs), ``"torch"`` is ``tensorly.plugins.use_default_einsum()``, one line a user can add:
-    ``torch.einsum``, which dynamo traces (one graph). tensorly's setting is global, so every
-    build sets it."""
+    alone cannot trace opt_einsum's ``importlib`` and ``threading`` calls and makes 15 graphs of
+    the forward, one with realify's stand-ins for them, realify/library_polyfills.py),
+    ``"torch"`` is ``tensorly.plugins.use_default_einsum()``: ``torch.einsum``, which dynamo
+    traces. tensorly's setting is global, so every build sets it."""
     models = _package("neuralop.models", "neuraloperator")
     plugins = importlib.import_module("tensorly.plugins")
     if einsum == "torch":
@@ -498,12 +498,12 @@ _NEURALOP_FNO_SIZES = {"tiny": dict(batch=2, grid=16, modes=4, hidden=8, layers=
 
 # real third-party models first: what users run
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    Workload("neuralop-fno", "neuraloperator's FNO (n_layers spectral convolutions with complex weights, its own "
-             "graph breaks)", _build_neuralop_fno,
+    Workload("neuralop-fno", "neuraloperator's FNO (n_layers spectral convolutions with complex weights, "
+             "contracted by opt_einsum as the package sets it)", _build_neuralop_fno,
              _NEURALOP_FNO_SIZES, trainable=True, gemm=True,
              third_party="neuraloperator"),
     Workload("neuralop-fno-torch-einsum", "the same FNO after tensorly.plugins.use_default_einsum(): its mode "
-             "contractions through torch.einsum, no graph breaks",
+             "contractions through torch.einsum",
              functools.partial(_build_neuralop_fno, einsum="torch"),
              _NEURALOP_FNO_SIZES, trainable=True, gemm=True,
              third_party="neuraloperator"),
