@@ -62,6 +62,7 @@ def test_bench_cli_only_train_json_and_plot(tmp_path, capsys):
         if r["mode"] != "eager":
             assert r["max_rel_err"] <= r["rtol"]
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [r.to_dict() for r in report.read_json(str(out_json))] == rows  # to plot a run again
 
 
 def test_only_filters_and_rejects_unknown_names(capsys):

@@ -119,6 +119,13 @@ def write_json(rows: Sequence[Row], path: str, **meta: Any) -> None:
         f.write("\n")
 
 
+def read_json(path: str) -> list[Row]:
+    """The rows :func:`write_json` wrote (to plot or tabulate a run again)."""
+    with open(path) as f:
+        data = json.load(f)
+    return [Row(**{k: float(v) if v in ("inf", "-inf", "nan") else v for k, v in row.items()}) for row in data["rows"]]
+
+
 def _finite(x: Any) -> Any:
     """JSON has no inf/nan: write them as strings."""
     return str(x) if isinstance(x, float) and not math.isfinite(x) else x
@@ -159,11 +166,13 @@ def plot(rows: Sequence[Row], path: str, *, title: str | None = None) -> None:
     ax.plot([], [], "x", color="gray", markersize=8, markeredgewidth=2, label="failed, wrong or skipped")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 1.6)  # room above the tallest bar for its label and the legend
     ax.set_ylabel("speedup vs eager (higher is better)")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=30, ha="right")
     ax.set_title(title or "realify benchmarks")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
