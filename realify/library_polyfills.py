@@ -7,7 +7,7 @@ a tensor belongs to (an ``lru_cache``), which module holds that library's ``tens
 (``importlib.import_module``) and whether this thread shares intermediates
 (``threading.get_ident``). Each is a graph break, and a graph break between a transform and
 its readers is a complex value crossing the boundary whole (docs/architecture.md, "Graph
-breaks"). The stand-ins answer the same questions with code dynamo traces, for the cases
+breaks in the libraries people use"). The stand-ins answer the same questions with code dynamo traces, for the cases
 whose answer is fixed while a graph runs, and call the original's own code otherwise (which
 breaks the graph as before): what a call computes never changes.
 
@@ -71,7 +71,8 @@ def _opt_einsum() -> None:
     torch_backend = importlib.import_module("opt_einsum.backends.torch")
     if dispatch._aliases.get("torch") != torch_backend.__name__:
         raise ImportError(f"opt_einsum's torch backend is not {torch_backend.__name__}")
-    _oe.update(sharing=sharing, torch_backend=torch_backend, import_func=_copy(dispatch._import_func), currently_sharing=_copy(sharing.currently_sharing))
+    _oe.update(sharing=sharing, torch_backend=torch_backend, import_func=_copy(dispatch._import_func),
+               currently_sharing=_copy(sharing.currently_sharing))
     torch._dynamo.substitute_in_graph(contract.infer_backend)(_infer_backend)
     torch._dynamo.substitute_in_graph(dispatch._import_func)(_import_func)
     torch._dynamo.substitute_in_graph(sharing.currently_sharing)(_currently_sharing)
