@@ -47,8 +47,8 @@ class DynamoGraphRunner(fx.Interpreter):
     ``realify::fusion_barrier`` (realify/ops.py): Inductor stores them rather than inlining
     a log-depth scan's levels into one another."""
 
-    # functorch's level arguments, by position (predispatch's own _unwrap_for_grad is newer
-    # than torch 2.13's floor of some builds, hence looked up by name)
+    # functorch's level arguments, by position; looked up by name because torch 2.11's
+    # predispatch module has no _unwrap_for_grad of its own
     _LEVEL_ARG = {getattr(module, name): position for module, name, position in [
         (predispatch, "_add_batch_dim", 2), (predispatch, "_remove_batch_dim", 1),
         (predispatch, "_unwrap_for_grad", 1), (torch._C._functorch, "_wrap_for_grad", 1),

@@ -50,10 +50,11 @@ def _infer_backend(x: Any) -> str:
 
 
 def _import_func(func: str, backend: str, default: Any = None) -> Any:
-    # "torch" is an alias of opt_einsum's own torch module (dispatch._aliases)
-    if backend == "torch":
-        module = _oe["torch_backend"]
-        return getattr(module, func) if default is None else getattr(module, func, default)
+    # "torch" is an alias of opt_einsum's own torch module (dispatch._aliases); a function
+    # it lacks, with no default, goes to the original for the library's own error message
+    module = _oe["torch_backend"]
+    if backend == "torch" and (default is not None or hasattr(module, func)):
+        return getattr(module, func, default)
     return _oe["import_func"](func, backend, default)
 
 

@@ -39,6 +39,14 @@ def test_stand_ins_answer_as_the_originals(value):
         assert library_polyfills._currently_sharing() is True
 
 
+
+def test_a_function_torch_lacks_gets_opt_einsums_own_error():
+    with pytest.raises(AttributeError) as ours:
+        library_polyfills._import_func("no_such_function", "torch")
+    with pytest.raises(AttributeError) as theirs:
+        dispatch._import_func("no_such_function", "torch")
+    assert str(ours.value) == str(theirs.value)
+
 # built once, as tensorly's plugin caches it: the path search itself (bisect, heaps) is not
 # in the graph; three operands contract pairwise (tensordot, transpose, einsum), each step
 # through opt_einsum's backend dispatch
@@ -104,3 +112,27 @@ def test_neuraloperator_fno_is_one_graph_as_users_build_it(fresh_dynamo):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     for g, e in zip(grads, eager_grads):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6)
+
+
+def _pairings(a, w):
+    # one contraction per hazard: special values in a, the same tensor twice (one of them
+    # conjugated: shared memory), a transposed (non-contiguous) operand
+    return (oe.contract("bixy,bjxy->bijy", a, a.conj()), oe.contract("bixy,io->boxy", a, w.t()),
+            oe.contract("bixy,bixy->bxy", a, a))
+
+
+def test_special_values_shared_and_strided_operands_match_eager(fresh_dynamo):
+    """Where eager's output is inf or nan, realify's is too, and the finite outputs agree: the
+    kind of a non-finite GEMM output may differ (Gauss's 3 products, README "Where values
+    differ from eager"), whether it is finite may not."""
+    a, _, _ = _operands()
+    a[0, 1, 2, 3] = complex(float("inf"), 1.0)
+    a[1, 2, 0, 0] = complex(0.0, float("nan"))
+    w = torch.randn(6, 3, dtype=C64)
+    got = realify.compile(_pairings, fullgraph=True)(a, w)
+    want = _pairings(a, w)
+    for g, e in zip(got, want):
+        finite = torch.isfinite(e)
+        assert finite.any() and not finite.all()
+        torch.testing.assert_close(torch.isfinite(g), finite)
+        torch.testing.assert_close(g[finite], e[finite], rtol=1e-5, atol=1e-5)
