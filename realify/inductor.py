@@ -1,7 +1,8 @@
 """How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes and a
 joint-graph pass, two config changes, one decomposition left out and two added, one
 code-generation change and two settings that hold only while realify's own graphs compile. Items 1, 3, 4, 5, 7 and 10 change how a
-real graph runs, never a value; 2 and 6 keep the values the rules compute, which Inductor's graph
+real graph runs, never a value (but for item 4's outer products, which round each part's two
+products as the formula says, where BLAS may fuse a multiply-add); 2 and 6 keep the values the rules compute, which Inductor's graph
 passes and code generator would change; 8 lets control flow compile; 9 runs real
 convolutions as other real kernels (their sums in another order). Every item applies to realify's
 compiles only (config patches and context managers around ``compile_fx_inner``); what other
@@ -54,7 +55,13 @@ lowered the same way to ``mm``/``bmm`` of the complex views, and always: an oper
 not contiguous pairs is first laid out contiguous (:func:`_blas_operand`), the copy BLAS
 would need anyway; a complex64 operand that is a view of contiguous pairs (einsum's
 mode-major permutes) is copied as 8-byte words, its views replayed on a float64 bitcast of
-the pairs (:func:`_contiguous_pairs_operand`).
+the pairs (:func:`_contiguous_pairs_operand`). A conjugated GEMM operand is conjugated by
+the Inductor kernel that lays it out (:func:`_conjugated_operand`): ATen's ``bmm`` would
+copy it once more with ``conj_physical``, one more pass over the whole operand. A product of
+inner dimension 1 (the backward's outer product of a matrix-vector product) is no GEMM at
+all: it becomes the elementwise formula, broadcast, in Inductor
+(:func:`_lower_outer_product`), one pass over the output where BLAS's GEMM kernel is slower.
+Both measured on S4D's training step in docs/benchmarks.md, "After run 28".
 """
 
 from __future__ import annotations
@@ -112,15 +119,21 @@ class PairProductsToATen(CustomGraphPass):
 
     def uuid(self) -> Any:
         # part of Inductor's FX graph cache key: bump when the rewrite changes
-        return "realify.PairProductsToATen.v6"
+        return "realify.PairProductsToATen.v7"
 
 
 def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
     a, b, conj_a, conj_b = node.args
     if node.target is torch.ops.realify.cmm_pairs.default:
+        if guard_or_false(a.meta["val"].shape[-2] == 1):
+            _lower_outer_product(graph, node)
+            return
         # a GEMM operand is copied to BLAS's layout anyway: lay it out contiguous (free where
-        # Inductor computes it), so that its complex view is free
-        a, b = (x if _contiguous_pairs(x) else _contiguous_pairs_operand(graph, node, x) for x in (a, b))
+        # Inductor computes it), so that its complex view is free; a conjugated one is
+        # conjugated by that same kernel (ATen's bmm would copy it once more to conjugate it)
+        a, b = (_conjugated_operand(graph, node, x) if conj else x if _contiguous_pairs(x)
+                else _contiguous_pairs_operand(graph, node, x) for x, conj in ((a, conj_a), (b, conj_b)))
+        conj_a = conj_b = False
         product_op = aten.mm.default if node.meta["val"].dim() == 3 else aten.bmm.default
     elif all(_contiguous_pairs(x) for x in (a, b)):
         product_op = aten.mul.Tensor
@@ -131,6 +144,41 @@ def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
         zb = _complex_factor(graph, b, conj_b, factors)
         product = _call(graph, product_op, za, zb)
         pairs = _call(graph, aten.view_as_real.default, product)
+    node.replace_all_uses_with(pairs)
+    graph.erase_node(node)
+
+
+def _parts(graph: fx.Graph, pairs: fx.Node, conj: bool) -> tuple[fx.Node, fx.Node]:
+    re, im = (_call(graph, aten.select.int, pairs, -1, part) for part in (0, 1))
+    return re, (_call(graph, aten.neg.default, im) if conj else im)
+
+
+def _interleave(graph: fx.Graph, re: fx.Node, im: fx.Node) -> fx.Node:
+    # stack's decomposition, which has run before post-grad passes
+    return _call(graph, aten.cat.default, [_call(graph, aten.unsqueeze.default, x, -1) for x in (re, im)], -1)
+
+
+def _conjugated_operand(graph: fx.Graph, before: fx.Node, pairs: fx.Node) -> fx.Node:
+    """(re, -im) of ``pairs``, contiguous: one Inductor kernel (IEEE negation, what
+    ``conj_physical`` computes)."""
+    with graph.inserting_before(before):
+        conjugated = _interleave(graph, *_parts(graph, pairs, True))
+    return _contiguous_operand(graph, before, conjugated)
+
+
+def _lower_outer_product(graph: fx.Graph, node: fx.Node) -> None:
+    """A complex product of inner dimension 1, ``a' @ b'`` = ``a' * b'`` broadcast, in Inductor:
+    (ar br - ai bi, ar bi + ai br) with the conjugated factors' imaginary parts negated. The
+    backward of a matrix-vector product makes these; BLAS runs them as a GEMM that moves the
+    whole output through a kernel built for reuse."""
+    a, b, conj_a, conj_b = node.args
+    with graph.inserting_before(node):
+        (ar, ai), (br, bi) = _parts(graph, a, conj_a), _parts(graph, b, conj_b)
+        # (.., m, 1) parts of a times (.., 1, n) parts of b broadcast to (.., m, n); + 0 as a
+        # GEMM's sum starts from +0, so that a -0 product comes out +0, as eager's does
+        re = _call(graph, aten.sub.Tensor, _call(graph, aten.mul.Tensor, ar, br), _call(graph, aten.mul.Tensor, ai, bi))
+        im = _call(graph, aten.add.Tensor, _call(graph, aten.mul.Tensor, ar, bi), _call(graph, aten.mul.Tensor, ai, br))
+        pairs = _interleave(graph, *(_call(graph, aten.add.Tensor, part, 0.0) for part in (re, im)))
     node.replace_all_uses_with(pairs)
     graph.erase_node(node)
 
@@ -147,8 +195,8 @@ def _complex_factor(graph: fx.Graph, pairs: fx.Node, conj: bool, factors: dict) 
 def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
     """A new node with its fake value, computed in the fake mode of its (first) input."""
     node = graph.call_function(target, args)
-    vals = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-    with vals[0].fake_mode:
+    vals = fx.node.map_aggregate(args, lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
+    with next(iter(node.all_input_nodes)).meta["val"].fake_mode:
         node.meta["val"] = target(*vals)
     return node
 

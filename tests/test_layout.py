@@ -124,6 +124,40 @@ def test_small_matrix_products_run_on_pairs_and_match_eager(inner):
         torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-4)
 
 
+
+def _matrix_vector(c, v):
+    return torch.einsum("hn,hnl->hl", c, v)  # S4's kernel: a batch of vector-matrix products
+
+
+def test_backward_of_products_on_pairs_conjugates_and_broadcasts_in_inductor():
+    """The backward of a vector-matrix product on pairs: grad_c = g @ conj(v)^T (a conjugated
+    GEMM operand: conjugated by the kernel that lays it out, not by ATen's extra copy) and
+    grad_v = conj(c)^T @ g, an outer product (inner dimension 1: elementwise in Inductor, not a
+    GEMM). Special values in the incoming gradient and the factors land where eager's do."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    n = PAIRS_GEMM_MIN_INNER
+    c = torch.randn(3, n, dtype=torch.complex64)
+    v = torch.randn(3, n, 24, dtype=torch.complex64)
+    c[0, 1], c[1, 2] = complex(math.inf, 0.0), complex(-0.0, 0.0)
+    v[1, 3, 4], v[2, 0, :] = complex(math.nan, 1.0), 2.0
+    g = torch.randn(3, 24, dtype=torch.complex64)
+    g[0, 5], g[2, 7], g[1, 0] = complex(0.0, -0.0), complex(-math.inf, 1.0), 1j
+
+    def grads(fn):
+        leaves = [t.clone().requires_grad_() for t in (c, v)]
+        out = fn(*leaves)
+        return (out.detach(), *torch.autograd.grad(out, leaves, g))
+
+    torch._dynamo.reset()
+    got, (forward, backward) = run_and_get_code(grads, realify.compile(_matrix_vector))
+    for k, (x, e) in enumerate(zip(got, grads(_matrix_vector))):
+        torch.testing.assert_close(x, e, rtol=1e-5, atol=1e-5, equal_nan=True)
+        _same_special_values(x, e)
+    assert "aten.bmm.default(" in forward and backward.count("aten.bmm.default(") == 1, backward
+    assert "conj_physical" not in backward
+
 def test_permuted_pairs_reach_blas_as_eight_byte_words():
     # einsum's mode-major permute of complex64 pairs is copied as one float64 word per
     # element (a bitcast of the input's pairs, the views replayed on it), not as float32
