@@ -1,9 +1,10 @@
 """How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes and a
 joint-graph pass, two config changes, one decomposition left out and two added, one
-code-generation change and two settings that hold only while realify's own graphs compile. Items 1, 3, 4, 5, 7 and 10 change how a
-real graph runs, never a value (but for item 4's outer products, which round each part's two
-products as the formula says, where BLAS may fuse a multiply-add); 2 and 6 keep the values the rules compute, which Inductor's graph
-passes and code generator would change; 8 lets control flow compile; 9 runs real
+code-generation change and two settings that hold only while realify's own graphs compile.
+Items 1, 3, 4, 5, 7 and 10 change how a real graph runs, never a value (but for item 4's outer
+products, which round each part's two products as the formula says, where BLAS may fuse a
+multiply-add); 2 and 6 keep the values the rules compute, which Inductor's graph passes and
+code generator would change; 8 lets control flow compile; 9 runs real
 convolutions as other real kernels (their sums in another order). Every item applies to realify's
 compiles only (config patches and context managers around ``compile_fx_inner``); what other
 ``torch.compile`` calls in the process can see are two lowerings registered for ops only

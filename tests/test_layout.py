@@ -124,7 +124,6 @@ def test_small_matrix_products_run_on_pairs_and_match_eager(inner):
         torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-4)
 
 
-
 def _matrix_vector(c, v):
     return torch.einsum("hn,hnl->hl", c, v)  # S4's kernel: a batch of vector-matrix products
 
@@ -152,11 +151,12 @@ def test_backward_of_products_on_pairs_conjugates_and_broadcasts_in_inductor():
 
     torch._dynamo.reset()
     got, (forward, backward) = run_and_get_code(grads, realify.compile(_matrix_vector))
-    for k, (x, e) in enumerate(zip(got, grads(_matrix_vector))):
+    for x, e in zip(got, grads(_matrix_vector)):
         torch.testing.assert_close(x, e, rtol=1e-5, atol=1e-5, equal_nan=True)
         _same_special_values(x, e)
     assert "aten.bmm.default(" in forward and backward.count("aten.bmm.default(") == 1, backward
     assert "conj_physical" not in backward
+
 
 def test_permuted_pairs_reach_blas_as_eight_byte_words():
     # einsum's mode-major permute of complex64 pairs is copied as one float64 word per

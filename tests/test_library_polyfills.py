@@ -39,13 +39,13 @@ def test_stand_ins_answer_as_the_originals(value):
         assert library_polyfills._currently_sharing() is True
 
 
-
 def test_a_function_torch_lacks_gets_opt_einsums_own_error():
     with pytest.raises(AttributeError) as ours:
         library_polyfills._import_func("no_such_function", "torch")
     with pytest.raises(AttributeError) as theirs:
         dispatch._import_func("no_such_function", "torch")
     assert str(ours.value) == str(theirs.value)
+
 
 # built once, as tensorly's plugin caches it: the path search itself (bisect, heaps) is not
 # in the graph; three operands contract pairwise (tensordot, transpose, einsum), each step
