@@ -15,6 +15,7 @@ both one); :func:`check_real` checks that complex values appear only at the edge
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Literal, Sequence
 
@@ -60,7 +61,12 @@ class Boundary:
 
     ``written_regions``, per input in ``mutated_inputs``: where the program writes only a
     region of it, the slices (:data:`Region`) that region is, and the program returns the
-    region's new value instead of the whole input's (None: the whole value)."""
+    region's new value instead of the whole input's (None: the whole value).
+
+    ``hidden_writes``: the inputs in ``mutated_inputs`` that the program writes only where
+    autograd does not see it (with grad disabled, or through a detached alias): the caller
+    writes them with grad disabled too, as eager's autograd records nothing of such a write
+    (realify/grad_semantics.py)."""
 
     inputs: tuple[torch.dtype | None, ...]
     outputs: tuple[torch.dtype | None, ...]
@@ -74,6 +80,7 @@ class Boundary:
     pair_dtypes: dict[torch.dtype, torch.dtype] = dataclasses.field(default_factory=dict)
     contiguous_pairs: bool = False
     written_regions: tuple[Region | None, ...] = ()
+    hidden_writes: frozenset[int] = frozenset()
 
     @property
     def input_complex(self) -> list[bool]:
@@ -370,7 +377,8 @@ class RealCall:
         for k, dtype in self.leaves:
             user[k] = to_complex(user[k], b.output_layout, dtype)
         for i, new, region in zip(b.mutated_inputs, outs[n:], self.regions):
-            _write(args[i] if region is None else region_of(args[i], region), new, b.output_layout)
+            with torch.no_grad() if i in b.hidden_writes else contextlib.nullcontext():
+                _write(args[i] if region is None else region_of(args[i], region), new, b.output_layout)
         for k, view in self.input_views:  # after the writes, as eager's views see them
             user[k] = view.make(args[view.input])
         for k, stride in self.restrides:

@@ -35,12 +35,14 @@ from . import config
 from .autocast import MarkAutocastProducts, lower_precision_products
 from .boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
+from .custom_functions import functions_as_opaque_calls
 from .dynamo_graph import DynamoGraphRunner, SourceLines
 from .errors import InputMetadataChangeError, MissingRuleError
 from .gauss import gauss_products
+from .grad_semantics import GradSemantics
 from .layout import place_pairs
-from .passes import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, strip_fusion_barriers,
-                     unread_outputs_not_asked)
+from .passes import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, stop_gradients_as_detach,
+                     strip_fusion_barriers, unread_outputs_not_asked)
 from .planarize import planarize, symbolic
 
 log = logging.getLogger("realify")
@@ -109,9 +111,10 @@ def decompose(
     lower_precision = config.complex_autocast if complex_autocast is None else complex_autocast
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
+    requires_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     try:
         with fake_mode:
-            functional, signature = _functionalize(program, fake_inputs, lower_precision)
+            functional, signature = _functionalize(program, fake_inputs, lower_precision, requires_grad)
             signature = dataclasses.replace(signature, input_layout=input_layouts(inputs, len(fake_inputs)),
                                             output_layout=outputs, eager_outputs=eager_outputs)
             boundary_inputs = [boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
@@ -133,6 +136,7 @@ def decompose(
         lower_precision_products(planar)
     if not fusion_barriers:
         strip_fusion_barriers(planar)
+    stop_gradients_as_detach(planar)
     planar.realify_signature = signature
     return planar
 
@@ -165,13 +169,17 @@ def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
     return x
 
 
-def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: bool) -> tuple[fx.GraphModule, Boundary]:
+def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: bool,
+                   requires_grad: Sequence[bool]) -> tuple[fx.GraphModule, Boundary]:
     holder: dict[str, Any] = {}
+    if isinstance(program, fx.GraphModule):
+        program = functions_as_opaque_calls(program)
 
     def flat_program(*args):
         with MarkAutocastProducts() if mark_autocast else nullcontext():
             if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
-                result = DynamoGraphRunner(program).run(*args)
+                holder["grad"] = GradSemantics(args, requires_grad)
+                result = DynamoGraphRunner(program, holder["grad"]).run(*args)
             else:
                 with SourceLines():
                     result = program(*args)
@@ -210,6 +218,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
         out_spec=holder["spec"],
         output_views=tuple(views),
         output_strides=tuple(strides),
+        hidden_writes=holder["grad"].hidden(mutated) if "grad" in holder else frozenset(),
     )
     return traced, signature
 

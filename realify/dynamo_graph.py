@@ -21,6 +21,7 @@ from torch._functorch import predispatch
 from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch.utils._pytree import tree_leaves
 
+from .grad_semantics import GradSemantics
 from .ops import fusion_barrier
 
 
@@ -55,6 +56,18 @@ class DynamoGraphRunner(fx.Interpreter):
         (torch._C._functorch, "_unwrap_for_grad", 1),
     ] if hasattr(module, name)}
 
+    def __init__(self, gm: fx.GraphModule, grad_semantics: GradSemantics | None = None):
+        super().__init__(gm)
+        self.grad_semantics = grad_semantics  # eager autograd's view of the program, kept in the trace
+
+    def run_node(self, n: fx.Node) -> Any:
+        semantics = self.grad_semantics
+        if semantics is None or not semantics.active or n.op not in ("call_function", "call_method", "call_module"):
+            return super().run_node(n)
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        return semantics.call(lambda: super(DynamoGraphRunner, self).run_node(n), n.target, args, kwargs,
+                              tree_leaves(list(self.env.values())))
+
     def run(self, *args: Any, **kwargs: Any) -> Any:
         self.level_offset = torch._C._functorch.maybe_current_level() or 0
         return super().run(*args, **kwargs)
@@ -66,7 +79,7 @@ class DynamoGraphRunner(fx.Interpreter):
         if target is torch.ops.higher_order.invoke_subgraph:
             # a nested_compile_region: inlined (compiled with its callers, not once for all)
             subgraph, _identifier, *operands = args
-            return DynamoGraphRunner(subgraph).run(*operands)
+            return DynamoGraphRunner(subgraph, self.grad_semantics).run(*operands)
         if target is torch.ops.higher_order.associative_scan:
             combine_fn, xs, additional = args
             def stored_step(*operands):

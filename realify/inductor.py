@@ -490,6 +490,10 @@ def _register_lowerings() -> None:
                                    override_decomp=True)
     if _ops.fusion_barrier._opoverload not in lowering.lowerings:
         lowering.register_lowering(_ops.fusion_barrier._opoverload, type_promotion_kind=None)(_stored)
+    if _ops.straight_through._opoverload not in lowering.lowerings:
+        # the value itself: only autograd, already done, tells it from its value
+        lowering.register_lowering(_ops.straight_through._opoverload, type_promotion_kind=None)(
+            lambda value, source: value)
     if _ops.snapshot._opoverload not in lowering.lowerings:
         lowering.register_lowering(_ops.snapshot._opoverload, type_promotion_kind=None)(
             lowering.lowerings[torch.ops.aten.clone.default])

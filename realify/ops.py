@@ -20,6 +20,8 @@ model's training step; docs/benchmarks.md, "Measurements behind design choices")
 - ``realify::cmm_pairs(a, b, conj_a, conj_b) -> pairs``        (complex matrix product, mm/bmm)
 - ``realify::fusion_barrier(x) -> x``         (a value Inductor stores rather than recomputes)
 - ``realify::snapshot(x) -> x``                (a copy no compiler pass removes as a no-op)
+- ``realify::stop_gradient(x) -> x``           (no gradient flows back: the program's detach)
+- ``realify::straight_through(value, source) -> value``  (the gradient goes to ``source``)
 
 ``dim`` counts the dimensions of the complex value (the trailing pair dimension excluded) and
 ``normalization`` is aten's code: 0 none, 1 by 1/sqrt(n), 2 by 1/n (whatever the direction).
@@ -40,7 +42,7 @@ import torch
 aten = torch.ops.aten
 
 __all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "cmm_pairs", "fusion_barrier",
-           "snapshot"]
+           "snapshot", "stop_gradient", "straight_through"]
 
 
 def _as_pairs(x: torch.Tensor) -> torch.Tensor:
@@ -372,3 +374,36 @@ fusion_barrier = _copy_op("fusion_barrier")
 
 
 snapshot = _copy_op("snapshot")
+
+
+# ---- autograd semantics of the captured program --------------------------------------------
+# A value the program cut from the gradient path (``detach``, computed with grad disabled)
+# passes through ``stop_gradient``; the planarizing trace records it as this op (make_fx
+# records ``aten.detach`` as ``aten.alias``, which autograd differentiates through), and
+# decompose hands the inner compiler ``aten.detach`` in its place. A write that autograd does
+# not see (``with torch.no_grad(): w.mul_(0.9)`` on a tensor that requires grad) leaves the
+# tensor's gradient path as it was: its new value reaches later readers through
+# ``straight_through(new, old)``, whose gradient goes to the old value unchanged, as eager's
+# does (realify/grad_semantics.py).
+
+
+@torch.library.custom_op("realify::stop_gradient", mutates_args=())
+def stop_gradient(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+stop_gradient.register_fake(torch.empty_like)
+stop_gradient.register_autograd(lambda ctx, grad: None)
+
+
+@torch.library.custom_op("realify::straight_through", mutates_args=())
+def straight_through(value: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    return value.clone()
+
+
+@straight_through.register_fake
+def _(value, source):
+    return torch.empty_like(value)
+
+
+straight_through.register_autograd(lambda ctx, grad: (None, grad))

@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 from torch._ops import OpOverload
 
-from .ops import fusion_barrier
+from .ops import fusion_barrier, stop_gradient
 
 aten = torch.ops.aten
 
@@ -119,6 +119,19 @@ def strip_fusion_barriers(gm: fx.GraphModule) -> None:
             node.replace_all_uses_with(node.args[0])
             module.graph.erase_node(node)
         if barriers:
+            module.recompile()
+
+
+def stop_gradients_as_detach(gm: fx.GraphModule) -> None:
+    """``realify::stop_gradient`` nodes as ``aten.detach``, which every consumer of a real graph
+    knows (autograd stops there; Inductor and ONNX drop it)."""
+    for module in gm.modules():  # control flow's branches and bodies too
+        if not isinstance(module, fx.GraphModule):
+            continue
+        stops = module.graph.find_nodes(op="call_function", target=stop_gradient._opoverload)
+        for node in stops:
+            node.target = aten.detach.default
+        if stops:
             module.recompile()
 
 

@@ -22,9 +22,12 @@ from torch.utils._pytree import tree_leaves
 
 from .boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
 from .dynamo_graph import source_line
+from .custom_functions import custom_function, planar_function_call
 from .errors import DECOMPOSE_ADVICE, MissingRuleError
+from .ops import stop_gradient
 from .passes import keep_unread
 from .rules import apply_rule
+from .rules._planar import pairs_of
 from .tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -123,6 +126,12 @@ class PlanarInterpreter(fx.Interpreter):
             return ComplexTensor(value.real.clone(), value.imag.clone())
 
     def call_function(self, target, args, kwargs):
+        if target is custom_function._opoverload:
+            return planar_function_call(*args, as_real=_as_pairs_tensor, from_real=_from_pairs_tensor)
+        if target is aten.detach.default:
+            # the program's stop-gradients (realify/grad_semantics.py): make_fx would record
+            # aten.detach as aten.alias, which autograd differentiates through
+            target = stop_gradient._opoverload
         complex_op = isinstance(target, (OpOverload, HigherOrderOperator)) and self._touches_complex(args, kwargs)
         if complex_op and self.on_complex_op is not None:
             self.on_complex_op(target, self.current)
@@ -216,6 +225,14 @@ def _kinds(values: Sequence[Any]) -> list[bool]:
 def _as_parts(values: Sequence[Any]) -> list[Any]:
     return [p.clone(memory_format=torch.contiguous_format) if isinstance(p, torch.Tensor) else p
             for v in values for p in ((v.re, v.im) if isinstance(v, ComplexTensor) else (v,))]
+
+
+def _as_pairs_tensor(x: Any) -> Any:
+    return pairs_of(x) if isinstance(x, ComplexTensor) else x
+
+
+def _from_pairs_tensor(x: Any, like: Any) -> Any:
+    return ComplexTensor(x[..., 0], x[..., 1]) if is_complex(like) else x
 
 
 def _from_parts(parts: Sequence[Any], kinds: Sequence[bool]) -> list[Any]:

@@ -10,7 +10,7 @@ from . import register, register_each
 from ._derivative import C, apply, formula
 from ._planar import complex_like, make_complex, pairs_of, parts, partwise
 from .._dtypes import real_dtype
-from ..ops import fusion_barrier
+from ..ops import fusion_barrier, stop_gradient, straight_through
 from ..tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -48,9 +48,19 @@ def neg_view(self):
     return ComplexTensor(-re, -im)
 
 
-# each part through the op: detach, copy, a fusion barrier (realify/ops.py)
-register_each((aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default, fusion_barrier._opoverload),
-              partwise)
+# each part through the op: detach, copy, a fusion barrier, a stop-gradient (realify/ops.py)
+register_each((aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default, fusion_barrier._opoverload,
+               stop_gradient._opoverload), partwise)
+
+
+@register(straight_through._opoverload)
+def straight_through_parts(value, source):
+    # value's parts, each with its gradient going to the same part of source (an exact zero part
+    # of source takes none; one of value is a zero that passes the gradient on)
+    (vr, vi), (sr, si) = parts(value), parts(source)
+    re, im = (v if s is None else straight_through(torch.zeros_like(s) if v is None else v, s)
+              for v, s in ((vr, sr), (vi, si)))
+    return ComplexTensor(re, im)
 
 
 @register(aten.clone.default)
