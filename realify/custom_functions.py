@@ -31,6 +31,7 @@ from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, get_
 from torch.utils._pytree import tree_map, tree_unflatten
 
 from .errors import MissingRuleError
+from .grad_semantics import written_tensors
 
 higher_order = torch.ops.higher_order
 try:  # dynamo records hooks on intermediates in the graph from torch 2.15 (before, a graph break)
@@ -73,29 +74,104 @@ def functions_as_opaque_calls(gm: fx.GraphModule) -> fx.GraphModule:
     if not any(n.op == "call_function" and n.target in _RECORDED for n in gm.graph.nodes):
         return gm
     gm = fx.GraphModule(gm, _copy(gm.graph))
+    hooks = _Hooks(gm.graph)
     for node in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in _RECORDED]:
         if node.target is _register_hook:
             tensor, hook, *free = node.args
             forward, backward = _hook_as_function(_module(gm, hook), len(free))
-            operands, options = [tensor, *free], {"non_differentiable_idx": [], "saved_for_backward_idx": []}
-        else:
-            forward_node, backward_node, *operands = node.args
-            forward, backward, options = _module(gm, forward_node), _module(gm, backward_node), dict(node.kwargs)
-        key = _decompose_function(forward, backward, [_value(a) for a in operands], options, node)
+            key = _decompose_function(forward, backward, [_value(a) for a in (tensor, *free)],
+                                      {"non_differentiable_idx": [], "saved_for_backward_idx": []}, node)
+            hooks.add(node, key)
+            continue
+        forward_node, backward_node, *operands = node.args
+        key = _decompose_function(_module(gm, forward_node), _module(gm, backward_node), [_value(a) for a in operands],
+                                  dict(node.kwargs), node)
         with gm.graph.inserting_before(node):
             call = gm.graph.call_function(custom_function._opoverload, (key, list(operands)))
-            call.meta = dict(node.meta)
-        if node.target is _register_hook:  # the hooked value itself: the call's only output
-            with gm.graph.inserting_after(call):
-                result = gm.graph.call_function(operator.getitem, (call, 0))
-            result.meta = dict(node.meta)
-        else:
-            result = call
-        node.replace_all_uses_with(result)
+        call.meta = dict(node.meta)
+        node.replace_all_uses_with(call)
         gm.graph.erase_node(node)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+class _Hooks:
+    """Hooks on a graph's values as identity Functions. A tensor's hooks see its whole gradient,
+    from every reader, those before the hook's registration too, and run in the order they were
+    registered: the first hook on ``y`` becomes ``y' = f1(y)`` read by every reader of ``y``, and
+    each later one is put between ``y`` and the hooks before it (``y' = f1(f2(y))``: backward
+    runs f1's hook first)."""
+
+    def __init__(self, graph: fx.Graph):
+        self.graph = graph
+        self.origin: dict[fx.Node, fx.Node] = {}     # a hooked value -> the value hooked
+        self.innermost: dict[fx.Node, fx.Node] = {}  # a value -> the call of its last hook
+
+    def add(self, node: fx.Node, key: int) -> None:
+        tensor, _hook, *free = node.args
+        y = self.origin.get(tensor, tensor)
+        previous = self.innermost.get(y)
+        # right after y, before every reader of it; a later hook on y, before the hooks before it
+        anchor = self._compute_after(y if previous is None else previous.prev, y,
+                                     [f for f in free if isinstance(f, fx.Node)], node)
+        with self.graph.inserting_after(anchor):
+            call = self.graph.call_function(custom_function._opoverload, (key, [y, *free]))
+        with self.graph.inserting_after(call):
+            hooked = self.graph.call_function(operator.getitem, (call, 0))
+        call.meta, hooked.meta = dict(node.meta), dict(node.meta)
+        if previous is None:
+            y.replace_all_uses_with(hooked, delete_user_cb=lambda user: user is not call)
+            node.replace_all_uses_with(hooked)
+        else:
+            previous.args = (previous.args[0], [hooked if a is y else a for a in previous.args[1]])
+            node.replace_all_uses_with(self.origin_result(y))
+        self.origin[hooked] = y
+        self.innermost[y] = call
+        self.graph.erase_node(node)
+
+    def _compute_after(self, boundary: fx.Node, y: fx.Node, free: list[fx.Node], node: fx.Node) -> fx.Node:
+        """Move what the hook reads (``free``), where it is computed after ``boundary``, to just
+        after it, and return the last node moved (``boundary`` where none was). Refused where
+        that computation reads ``y`` (or a hook's call), or writes or draws random numbers
+        (moving it would reorder effects)."""
+        position = {n: i for i, n in enumerate(self.graph.nodes)}
+        needed, stack = set(), [f for f in free if position[f] > position[boundary]]
+        while stack:
+            n = stack.pop()
+            if n in needed:
+                continue
+            if n is y or y in n.all_input_nodes or n.target is custom_function._opoverload or _effectful(n):
+                self._refuse(node)
+            needed.add(n)
+            stack.extend(a for a in n.all_input_nodes if position[a] > position[boundary])
+        anchor = boundary
+        for n in sorted(needed, key=position.__getitem__):
+            anchor.append(n)
+            anchor = n
+        return anchor
+
+    def origin_result(self, y: fx.Node) -> fx.Node:
+        """The value every reader of ``y`` reads: the result of its first hook."""
+        return next(r for r, origin in self.origin.items() if origin is y and all(
+            u.target is not custom_function._opoverload for u in r.users))
+
+    def _refuse(self, node: fx.Node) -> None:
+        from .dynamo_graph import source_line
+
+        raise MissingRuleError(_register_hook, where=source_line(node),
+                               detail="a hook that reads a value computed from the hooked tensor, or computed after "
+                                      "the hooked tensor's first reader with a write or a random draw",
+                               advice="compute the tensors the hook reads before the hooked tensor is first used")
+
+
+def _effectful(node: fx.Node) -> bool:
+    """Whether a node writes a tensor or draws random numbers (its place in the program matters)."""
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+    args = [_value(a) for a in node.args]
+    kwargs = {k: _value(v) for k, v in node.kwargs.items()}
+    return bool(written_tensors(node.target, args, kwargs)) or any(
+        word in name for word in ("rand", "dropout", "bernoulli", "normal", "multinomial"))
 
 
 def _copy(graph: fx.Graph) -> fx.Graph:
