@@ -1,0 +1,412 @@
+"""Autograd semantics of the captured program kept through decomposition (realify/grad_semantics.py,
+realify/custom_functions.py): every way a program cuts, replaces or observes the gradient path,
+values and gradients against eager (and torch.compile's default, which keeps them), under the
+eager inner compiler and Inductor.
+
+Each program takes ``z`` (4 x 8) and ``w`` (8 x 8), complex, both requiring grad; the loss is
+``sum |out|^2`` over its outputs. Compared: the outputs, both inputs' gradients, both inputs'
+values after the call (programs that write them under ``no_grad``), and retained gradients.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import realify
+
+C64 = torch.complex64
+
+
+# ---- custom Functions: backward that is not the forward's derivative -----------------------------
+
+
+class PhaseQuantizer(torch.autograd.Function):
+    """A straight-through phase quantizer (optical and communication networks): unit modulus,
+    phase rounded to multiples of pi/2; the gradient passes through unchanged."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.polar(torch.ones_like(x.abs()), torch.round(x.angle() * (2 / torch.pi)) * (torch.pi / 2))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Doubled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class SavedProduct(torch.autograd.Function):
+    """Saves its inputs and an intermediate; a backward that scales one gradient by 3 and
+    conjugates against the saved values (not the forward's derivative)."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        s = x * y
+        ctx.save_for_backward(x, y, s)
+        return s.exp()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        x, y, s = ctx.saved_tensors
+        g = grad * s.exp().conj()
+        return 3 * g * y.conj(), g * x.conj()
+
+
+class WithMagnitude(torch.autograd.Function):
+    """A complex output and a real one marked non-differentiable."""
+
+    @staticmethod
+    def forward(ctx, x):
+        magnitude = x.abs()
+        ctx.mark_non_differentiable(magnitude)
+        return x * 2, magnitude
+
+    @staticmethod
+    def backward(ctx, grad, _grad_magnitude):
+        return grad * 3
+
+
+class MixedRealComplex(torch.autograd.Function):
+    """A complex and a real input, a complex and a real output."""
+
+    @staticmethod
+    def forward(ctx, x, r):
+        ctx.save_for_backward(r)
+        return x * r, r.sum()
+
+    @staticmethod
+    def backward(ctx, grad, grad_sum):
+        (r,) = ctx.saved_tensors
+        return grad * r, torch.ones_like(r) * grad_sum + (grad * r).real
+
+
+# ---- the programs --------------------------------------------------------------------------------
+
+
+def detach_max(z, w):
+    s = (z @ w).abs().max().detach()
+    return (z / s) @ w
+
+
+def no_grad_max(z, w):
+    with torch.no_grad():
+        s = (z @ w).abs().max()
+    return (z / s) @ w
+
+
+def inference_mode_max(z, w):
+    with torch.inference_mode():
+        s = (z @ w).abs().max()
+    return (z / s.clone()) @ w
+
+
+def detach_product(z, w):
+    s = (z @ w).detach()
+    return (z * s) @ w
+
+
+def set_grad_enabled_calls(z, w):
+    torch.set_grad_enabled(False)
+    s = (z @ w).sum()
+    torch.set_grad_enabled(True)
+    return (z * s) @ w
+
+
+def gradient_reversal(z, w):
+    y = z @ w
+    return (y.detach() * 2 - y).exp()
+
+
+def nested_grad_modes(z, w):
+    with torch.no_grad():
+        with torch.enable_grad():
+            a = z @ w  # requires grad: grad mode enabled again inside
+        b = a * 2  # does not
+    return a * b
+
+
+def detached_view_of_pairs(z, w):
+    v = torch.view_as_real(w).detach()[..., 0]  # the real parts, cut
+    return z @ (w * v)
+
+
+def detached_conj_view(z, w):
+    return z @ (w.conj().detach() * w)
+
+
+def ema_update_of_leaf(z, w):
+    with torch.no_grad():
+        w.mul_(0.9)
+    return z @ w
+
+
+def write_into_detached_alias(z, w):
+    v = w.detach()
+    v.mul_(2)  # changes w's value; w's gradient path is as it was
+    return z @ w
+
+
+def write_into_detached_row(z, w):
+    w.detach()[0].mul_(2)
+    return z @ w
+
+
+def no_grad_write_of_row(z, w):
+    with torch.no_grad():
+        w[0].mul_(0.5)
+    return z @ w
+
+
+def no_grad_write_of_intermediate(z, w):
+    y = z @ w
+    with torch.no_grad():
+        y[0] = 0  # y keeps its gradient history; the write is not part of it
+    return y.exp()
+
+
+def no_grad_value_written_into_grad_tensor(z, w):
+    with torch.no_grad():
+        s = (z @ w).abs().max()
+    y = z * 1
+    y[0] = s  # a value without gradient written into a tensor with one
+    return y @ w
+
+
+def straight_through_quantizer(z, w):
+    return PhaseQuantizer.apply(z @ w) @ w
+
+
+def doubled_gradient(z, w):
+    return Doubled.apply(z @ w) * w.sum()
+
+
+def saved_for_backward(z, w):
+    return SavedProduct.apply(z, w[:4].conj())
+
+
+def non_differentiable_output(z, w):
+    a, magnitude = WithMagnitude.apply(z @ w)
+    return a * magnitude
+
+
+def real_and_complex_arguments(z, w):
+    y = z @ w
+    a, s = MixedRealComplex.apply(y, y.abs())
+    return a * s
+
+
+def hook_doubles(z, w):
+    y = z @ w
+    y.register_hook(lambda g: g * 2)
+    return y.exp()
+
+
+def hook_reads_the_complex_gradient(z, w):
+    y = z @ w
+    y.register_hook(lambda g: g.conj() * 1j)  # any other gradient than eager's shows
+    return y.exp()
+
+
+def hook_with_captured_tensor(z, w):
+    y = z @ w
+    early = y * 2  # read before the hook is registered: its gradient passes the hook too
+    c = w.sum()
+    y.register_hook(lambda g: g * c.conj())
+    return y.exp() + early
+
+
+def hooks_in_registration_order(z, w):
+    y = z @ w
+    y.register_hook(lambda g: g * 1j)
+    y.register_hook(lambda g: g.conj())
+    return y.exp()
+
+
+def hook_returning_none(z, w):
+    y = z @ w
+    y.register_hook(lambda g: None)
+    return y.exp()
+
+
+def hook_on_input(z, w):
+    w.register_hook(lambda g: g * 2)
+    return z @ w
+
+
+def retain_grad_of_intermediate(z, w):
+    y = z @ w
+    y.retain_grad()
+    return y, y.exp()
+
+
+def func_grad_inside(z, w):
+    g = torch.func.grad(lambda x: (x * w[0, 0]).abs().sum())(z.real)
+    return z * g
+
+
+ISSUE_PROGRAMS = [detach_max, no_grad_max, inference_mode_max, detach_product, set_grad_enabled_calls,
+                  gradient_reversal, straight_through_quantizer, doubled_gradient, hook_doubles, ema_update_of_leaf]
+PROGRAMS = ISSUE_PROGRAMS + [
+    nested_grad_modes, detached_view_of_pairs, detached_conj_view, write_into_detached_alias, write_into_detached_row,
+    no_grad_write_of_row, no_grad_write_of_intermediate, no_grad_value_written_into_grad_tensor, saved_for_backward,
+    non_differentiable_output, real_and_complex_arguments, hook_reads_the_complex_gradient, hook_with_captured_tensor,
+    hooks_in_registration_order, hook_returning_none, hook_on_input, retain_grad_of_intermediate, func_grad_inside,
+]
+HAS_IN_GRAPH_HOOKS = hasattr(torch._higher_order_ops, "register_hook") or "register_hook" in getattr(
+    torch._higher_order_ops, "__all__", ())
+
+
+def _run(program, compiled, kind: str, dtype: torch.dtype = C64):
+    """Outputs, gradients of the leaves, the arguments after the call and retained gradients."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(4, 8, dtype=dtype, generator=gen)
+    w = torch.randn(8, 8, dtype=dtype, generator=gen)
+    if kind == "axis":
+        z = torch.complex(z.real, torch.zeros_like(z.real))
+        w = torch.complex(-torch.zeros_like(w.real), w.imag)
+    z.requires_grad_()
+    w.requires_grad_()
+    args = (z, w)
+    if kind == "views":
+        args = (z.conj(), w.mT.conj())
+    outs = compiled(*args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    loss = sum(o.abs().pow(2).sum() for o in outs)
+    loss.backward()
+    retained = [o.grad for o in outs if o.requires_grad and o.retains_grad]
+    return [o.detach() for o in outs], [z.grad, w.grad], [z.detach(), w.detach()], retained
+
+
+def _compare(got, expected):
+    """Normwise: ``max |a - b| <= tol * max |b|`` per tensor. The programs chain up to four
+    products and sums of up to 64 terms; each such sum rounds to within n eps of the sum of
+    its terms' magnitudes, which for these random inputs is within a small factor of the
+    result's largest element, so 100 eps bounds every difference between two correct orders
+    of summation (eager's, and realify's real GEMMs'), where elementwise bounds fail on
+    elements that cancel. A wrong gradient (a stop-gradient lost, a hook skipped) is off by
+    O(1)."""
+    for kind, g, e in zip(("output", "gradient", "input after the call", "retained gradient"), got, expected):
+        assert len(g) == len(e), kind
+        for i, (a, b) in enumerate(zip(g, e)):
+            assert (a is None) == (b is None), f"{kind} {i}: {a} against eager's {b}"
+            if a is None:
+                continue
+            assert a.dtype == b.dtype and a.shape == b.shape, f"{kind} {i}: {a.dtype} {a.shape} != {b.dtype} {b.shape}"
+            eps = torch.finfo(a.real.dtype if a.is_complex() else a.dtype).eps
+            error, scale = (a - b).abs().max().item(), b.abs().max().item()
+            assert error <= 100 * eps * scale, f"{kind} {i}: max |realify - eager| = {error:.3g}, max |eager| = {scale:.3g}"
+
+
+def _skip_unsupported(program):
+    if program.__name__.startswith("hook") and program is not hook_on_input and not HAS_IN_GRAPH_HOOKS:
+        pytest.skip("hooks on intermediates break dynamo's graph before torch 2.15 (each side is compiled apart)")
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_gradients_match_eager(program, inner, fresh_dynamo):
+    expected = _run(program, program, "normal")
+    with realify.config.patch(gemm_multiplications=4):  # elementwise GEMM error bound, as eager's
+        got = _run(program, realify.compile(program, inner=inner), "normal")
+    _compare(got, expected)
+
+
+@pytest.mark.parametrize("kind", ["axis", "views"])
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_gradients_match_eager_on_axes_and_views(program, kind, fresh_dynamo):
+    if kind == "views" and program in (ema_update_of_leaf, no_grad_write_of_row, write_into_detached_alias,
+                                       write_into_detached_row, hook_on_input):
+        pytest.skip("writes or hooks its argument w, which here is a view of a leaf (eager refuses to write "
+                    "a leaf's view under autograd; a hook on a view is not the leaf's)")
+    if kind == "views" and program is detached_view_of_pairs:
+        pytest.skip("view_as_real of w, here a conj view, which eager refuses")
+    expected = _run(program, program, kind)
+    with realify.config.patch(gemm_multiplications=4):
+        got = _run(program, realify.compile(program, inner="eager"), kind)
+    _compare(got, expected)
+
+
+@pytest.mark.parametrize("program", ISSUE_PROGRAMS, ids=lambda p: p.__name__)
+def test_torch_compile_default_agrees(program, fresh_dynamo):
+    # the reference itself: torch.compile's default keeps these semantics, so a difference
+    # between realify and eager is realify's
+    _compare(_run(program, torch.compile(program), "normal"), _run(program, program, "normal"))
+
+
+def test_complex128_custom_function_and_no_grad(fresh_dynamo):
+    for program in (straight_through_quantizer, no_grad_max, hook_with_captured_tensor):
+        torch._dynamo.reset()
+        expected = _run(program, program, "normal", torch.complex128)
+        got = _run(program, realify.compile(program, inner="eager"), "normal", torch.complex128)
+        _compare(got, expected)
+
+
+def test_hook_reading_the_hooked_value_is_a_named_error(fresh_dynamo):
+    if not HAS_IN_GRAPH_HOOKS:
+        pytest.skip("hooks on intermediates break dynamo's graph before torch 2.15")
+
+    def program(z, w):
+        y = z @ w
+        c = y.sum().detach()
+        y.register_hook(lambda g: g * c)
+        return y.exp()
+
+    z, w = (torch.randn(4, 8, dtype=C64, requires_grad=True), torch.randn(8, 8, dtype=C64, requires_grad=True))
+    with pytest.raises(realify.MissingRuleError, match="hook that reads a value computed from the hooked tensor"):
+        realify.compile(program, inner="eager")(z, w)
+
+
+def test_in_place_custom_function_is_a_named_error(fresh_dynamo):
+    class Dirty(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    def program(z, w):
+        return Dirty.apply(z @ w).exp()
+
+    z, w = (torch.randn(4, 8, dtype=C64, requires_grad=True), torch.randn(8, 8, dtype=C64, requires_grad=True))
+    try:
+        out = realify.compile(program, inner="eager")(z, w)
+    except realify.MissingRuleError as err:
+        assert "marks an input dirty" in str(err) or "writes its inputs in place" in str(err)
+        return
+    # dynamo may run such a Function eagerly itself (a graph break): then it is eager's
+    out.abs().sum().backward()
+    z2, w2 = z.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    program(z2, w2).abs().sum().backward()
+    torch.testing.assert_close(z.grad, z2.grad)
+
+
+def test_no_stop_gradient_where_the_program_has_none(fresh_dynamo):
+    # programs without autograd constructs get the same real graph as before: no detach,
+    # no straight-through node
+    graphs = []
+
+    def inner(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def program(z, w):
+        return (z @ w).exp() * z.sum()
+
+    z, w = (torch.randn(4, 8, dtype=C64, requires_grad=True), torch.randn(8, 8, dtype=C64, requires_grad=True))
+    realify.compile(program, inner=inner)(z, w)
+    targets = {str(n.target) for gm in graphs for n in gm.graph.nodes}
+    assert not any("detach" in t or "straight_through" in t for t in targets), targets
