@@ -115,7 +115,9 @@ class OutputView:
     ``dtype``, ``size`` and ``stride`` are the view's, ``offset`` its storage offset (in its
     own elements) past the input's, ``conj`` whether its conjugate bit differs from the input's.
     ``whole``: the output is the input itself (the same tensor object, as in eager). A view of
-    a complex input may be real (``view_as_real(z)``) and one of a real input complex."""
+    a complex input may be real (``view_as_real(z)``) and one of a real input complex.
+    ``detached``: eager's view carries no gradient where its base does (``z.detach()``, a view
+    taken under ``no_grad``)."""
 
     input: int
     dtype: torch.dtype
@@ -125,6 +127,7 @@ class OutputView:
     conj: bool = False
     whole: bool = False
     from_output: bool = False
+    detached: bool = False
 
     @staticmethod
     def of(output: torch.Tensor, base: torch.Tensor, input: int, whole: bool = False,
@@ -144,14 +147,15 @@ class OutputView:
         return OutputView(input, output.dtype, tuple(output.shape), tuple(output.stride()),
                           output.storage_offset() - as_dtype.storage_offset(), output.is_conj() != base.is_conj(),
                           whole=whole and output.dtype == base.dtype and output.is_conj() == base.is_conj(),
-                          from_output=from_output)
+                          from_output=from_output, detached=base.requires_grad and not output.requires_grad)
 
     def make(self, base: torch.Tensor) -> torch.Tensor:
         if self.whole:
             return base
         source = _as_dtype(base, self.dtype)
         view = source.as_strided(self.size, self.stride, source.storage_offset() + self.offset)
-        return view.conj() if self.conj else view
+        view = view.conj() if self.conj else view
+        return view.detach() if self.detached else view
 
 
 def output_bases(outputs: Sequence[Any], taken: Sequence[bool]) -> dict[int, int]:

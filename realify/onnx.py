@@ -60,6 +60,9 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         # istft's overlap-add: torch.onnx's translation is one ScatterND per frame position,
         # with int32 indices ONNX Runtime refuses
         torch.ops.aten.unfold_backward.default: unfold_backward,
+        # a write autograd does not see (realify/grad_semantics.py): the new value; ONNX has no
+        # gradients
+        torch.ops.realify.straight_through.default: straight_through,
     }
 
 
@@ -191,6 +194,11 @@ def copysign(a, b):
     """copysign(a, b) = -|a| where signbit(b), else |a|."""
     magnitude = op.Abs(a)
     return _negated_where(magnitude, signbit(op.CastLike(b, a)))
+
+
+def straight_through(value, source):
+    """``realify::straight_through(value, source)`` is ``value``; only its gradient reads ``source``."""
+    return op.Identity(value)
 
 
 def hypot(x, y):

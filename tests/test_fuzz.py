@@ -36,6 +36,7 @@ suite; ``-m fuzz_long`` runs 2000+ programs more.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import re
@@ -71,6 +72,38 @@ KEEP_OFF = {
     # as a view of the input (test_expanded_reshape_and_view_outputs)
     "reshape_of_expanded": False,  # fixed: on
 }
+
+class FuzzScaled(torch.autograd.Function):
+    """A product with a constant whose backward is not its derivative: another constant."""
+
+    FACTOR = 0.5 + 1j  # the bound's; dynamo does not trace a class attribute that is a complex number
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * (0.5 + 1j)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * (2 - 0.5j)
+
+
+class FuzzPassThrough(torch.autograd.Function):
+    """A straight-through estimator: the value's phase-free magnitude on the real axis, the
+    gradient passed through unchanged."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.complex(x.abs(), torch.zeros_like(x.real))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+AUTOGRAD_NAMES = {"FuzzScaled": FuzzScaled, "FuzzPassThrough": FuzzPassThrough}
+# dynamo records a hook on an intermediate in the graph from torch 2.15 (before, a graph break,
+# which the fuzzer's fullgraph=True refuses)
+HAS_IN_GRAPH_HOOKS = importlib.util.find_spec("torch._higher_order_ops.register_hook") is not None
 
 SPECIALS = (0.0, -0.0, INF, -INF, NAN, 1e30, -1e30, 1e-40, -1e-40)
 # Complex Python scalars: both parts finite and nonzero. C99: a real scalar (or a complex one
@@ -134,7 +167,7 @@ class Program:
 
     def function(self, lines: list[str] | None = None, **names: Any):
         """The program as a function (``lines`` in place of its own, ``names`` in its scope)."""
-        namespace = {"torch": torch, "inf": INF, "nan": NAN, **names}
+        namespace = {"torch": torch, "inf": INF, "nan": NAN, **AUTOGRAD_NAMES, **names}
         exec(compile(self.source(lines), f"<fuzz program {id(self)}>", "exec"), namespace)
         return namespace["program"]
 
@@ -244,7 +277,7 @@ class Builder:
         self.inputs: list[Input] = []
         self.vars: list[Var] = []
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {"torch": torch, "inf": INF, "nan": NAN}
+        self.env: dict[str, Any] = {"torch": torch, "inf": INF, "nan": NAN, **AUTOGRAD_NAMES}
         self.counter = 0
         self.mutated = False
         self.has_axis_or_special = False
@@ -346,7 +379,7 @@ class Builder:
     def step(self) -> None:
         draw = self.draw
         kinds = ["unary", "unary", "binary", "binary", "scalar", "reduce", "view", "view", "contract",
-                 "join", "select", "fft", "roundtrip", "inplace", "real"]
+                 "join", "select", "fft", "roundtrip", "inplace", "real", "autograd"]
         kind = draw(st.sampled_from(kinds))
         getattr(self, f"op_{kind}")()
 
@@ -518,6 +551,40 @@ class Builder:
             self.emit(f"torch.view_as_real({v.name})", v.bound, signed=v.signed)
         else:
             self.emit(f"torch.complex({v.name}.imag, {v.name}.real)", v.bound, signed=v.signed)
+
+    def op_autograd(self) -> None:
+        """What cuts, replaces or observes the gradient path (realify/grad_semantics.py,
+        realify/custom_functions.py): a stop-gradient, a grad-mode region, a custom Function whose
+        backward is not its forward's derivative, a hook on an intermediate."""
+        v = self.pick()
+        kinds = ["detach", "no_grad", "inference_mode", "set_grad_enabled", "reversal", "function", "passthrough"]
+        if HAS_IN_GRAPH_HOOKS:
+            kinds.append("hook")
+        how = self.draw(st.sampled_from(kinds))
+        if how == "reversal" and not v.finite:  # C99 addition (op_binary): the operands finite
+            how = "detach"
+        s = self.draw(st.sampled_from(SCALARS))
+        scaled = v.bound * abs(s)
+        if how == "detach":
+            self.emit(f"{v.name}.detach()", v.bound, signed=v.signed)
+        elif how == "no_grad":
+            self.emit("", scaled, line=f"with torch.no_grad():\n    {{name}} = {v.name} * {s!r}", signed=v.signed)
+        elif how == "inference_mode":  # an inference tensor is cloned before autograd reads it, as eager requires
+            self.emit("", scaled, line=f"with torch.inference_mode():\n    {{name}} = {v.name} * {s!r}\n{{name}} = {{name}}.clone()",
+                      signed=v.signed)
+        elif how == "set_grad_enabled":
+            self.emit("", scaled, line=(f"torch.set_grad_enabled(False)\n{{name}} = {v.name} * {s!r}\n"
+                                        "torch.set_grad_enabled(True)"), signed=v.signed)
+        elif how == "reversal":
+            self.emit(f"{v.name}.detach() * 2 - {v.name}", 3 * v.bound, signed=False)
+        elif how == "function":
+            self.emit(f"FuzzScaled.apply({v.name})", v.bound * abs(FuzzScaled.FACTOR), signed=v.signed)
+        elif how == "passthrough":
+            self.emit(f"FuzzPassThrough.apply({v.name})", v.bound, signed=v.signed)
+        else:  # a hook: the gradient of every reader of the value, scaled and conjugated
+            # (a program run without gradients, as the fuzzer's references are, registers none)
+            self.emit("", v.bound, line=(f"{{name}} = {v.name} * 1\nif {{name}}.requires_grad:\n"
+                                         f"    {{name}}.register_hook(lambda g: g.conj() * {s!r})"), signed=v.signed)
 
     def op_real(self) -> None:
         v = self.pick()
