@@ -91,14 +91,43 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()
     start = time.perf_counter()
+    absent = _drop_absent_outputs(real_gm)
     with torch._C._DisableAutocast() if autocast else contextlib.nullcontext():
         compiled = inner_fn(real_gm, real_examples)
+    if absent is not None:
+        compiled = _WithAbsentOutputs(compiled, *absent)
     log.info("compiled the graph%s in %.2f s", where, time.perf_counter() - start)
     # writes to inputs come back as extra outputs, copied in after the call; outputs that are
     # views of inputs are taken from those inputs (boundary.RealCall)
     call = RealCall(compiled, real_gm.realify_signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
     return _CompiledUnderOptions(call, where)
+
+
+def _drop_absent_outputs(gm: fx.GraphModule) -> tuple[frozenset[int], int] | None:
+    """Remove the graph's ``None`` outputs (outputs the caller takes as views of inputs or of other
+    outputs: ``Boundary.output_views``) before the inner compiler sees it: AOTAutograd reads a
+    value for every output where the graph's first call runs on fake inputs (DDPOptimizer's
+    pieces). Returns their positions and the number of outputs, or None where there are none."""
+    output = gm.graph.output_node()
+    outs = list(output.args[0])
+    absent = frozenset(i for i, o in enumerate(outs) if o is None)
+    if not absent:
+        return None
+    output.args = ([o for o in outs if o is not None],)
+    gm.recompile()
+    return absent, len(outs)
+
+
+class _WithAbsentOutputs:
+    """A compiled graph's outputs with ``None`` again where :func:`_drop_absent_outputs` took it out."""
+
+    def __init__(self, compiled: Callable, absent: frozenset[int], count: int):
+        self.compiled, self.absent, self.count = compiled, absent, count
+
+    def __call__(self, *args: Any) -> list[Any]:
+        outs = iter(self.compiled(*args))
+        return [None if i in self.absent else next(outs) for i in range(self.count)]
 
 
 def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any], inner: Inner, inner_options: dict,

@@ -74,17 +74,23 @@ def _differentiable(x: Any) -> bool:
 
 
 class GradSemantics:
-    """Eager autograd's view of a program traced node by node: which values require grad,
-    which share a gradient history, and which writes autograd records (see the module's
-    docstring). ``requires_grad`` gives each traced input's flag (the caller's)."""
+    """Eager autograd's view of a program traced node by node: which values require grad, which
+    share a gradient history, and which writes autograd records (see the module's docstring).
+    ``requires_grad`` gives each traced input's flag (the caller's).
+
+    Tensors fall into *families*, the tensors whose gradient history one write changes: a
+    tensor and the views taken of it with grad enabled (eager's differentiable views). A
+    ``detach``, or a view taken with grad disabled, starts a family of its own, as every new
+    value does."""
 
     def __init__(self, inputs: Sequence[Any], requires_grad: Sequence[bool]):
         self.requires = WeakIdKeyDictionary()  # tensor -> its gradient history (an int), if it requires grad
-        self.history = itertools.count()
+        self.family = WeakIdKeyDictionary()    # tensor -> its family (an int)
+        self.ids = itertools.count()
         self.inputs = list(inputs)
         for x, flag in zip(inputs, requires_grad):
             if flag and _differentiable(x):
-                self.requires[x] = next(self.history)
+                self.requires[x] = next(self.ids)
         self.visible_writes: set[int] = set()  # inputs written where autograd sees it
         self.hidden_writes: set[int] = set()   # inputs written where it does not
 
@@ -102,34 +108,41 @@ class GradSemantics:
         ``live`` are the values the program may still read (aliases of a written tensor)."""
         grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
         operands = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
-        from_grad = [self.requires[x] for x in operands if x in self.requires]
+        from_grad = any(x in self.requires for x in operands)
         written = written_tensors(target, args, kwargs)
         if written:
-            return self._write(run, grad, written, bool(from_grad), live)
+            return self._write(run, grad, written, from_grad, live)
         result = run()
-        if target in _DETACH or not from_grad:
-            return result  # the program's detach is traced as it is; nothing to cut otherwise
-        if not grad:
-            return tree_map(lambda x: aten.detach.default(x) if _differentiable(x) else x, result)
+        detaching = target in _DETACH
+        if from_grad and not grad and not detaching:  # the program's own detach is traced as it is
+            result = tree_map(lambda x: aten.detach.default(x) if _differentiable(x) else x, result)
         for out in tree_leaves(result):
-            if _differentiable(out) and out not in self.requires:
-                # a view of an operand shares its gradient history; anything else starts one
-                same = next((self.requires[x] for x in operands if x in self.requires and _aliases(out, x)), None)
-                self.requires[out] = same if same is not None else next(self.history)
+            if not isinstance(out, torch.Tensor) or any(out is x for x in operands):
+                continue
+            # a view taken with grad enabled shares its operand's family and history
+            base = None if detaching or not grad else next((x for x in operands if _aliases(out, x)), None)
+            self.family[out] = self._family(base) if base is not None else next(self.ids)
+            if grad and from_grad and _differentiable(out) and not detaching:
+                self.requires[out] = self.requires[base] if base is not None and base in self.requires else next(self.ids)
         return result
+
+    def _family(self, x: torch.Tensor) -> int:
+        if x not in self.family:
+            self.family[x] = next(self.ids)
+        return self.family[x]
 
     def _write(self, run: Callable[[], Any], grad: bool, written: list[torch.Tensor], from_grad: bool,
                live: Sequence[Any]) -> Any:
-        histories = {self.requires[w] for w in written if w in self.requires}
-        candidates = [x for x in dict.fromkeys(itertools.chain(self.inputs, live), None)
-                      if isinstance(x, torch.Tensor) and any(_aliases(x, w) for w in written)]
-        # a write autograd records changes the history of the written tensor and its differentiable
-        # views; every other tensor that requires grad and shares the memory keeps its own
-        unseen = [x for x in candidates if x in self.requires and not (grad and self.requires[x] in histories)]
+        families = {self._family(w) for w in written}
+        tensors = {id(x): x for x in itertools.chain(self.inputs, live) if isinstance(x, torch.Tensor)}
+        candidates = [x for x in tensors.values() if any(_aliases(x, w) for w in written)]
+        # autograd records a write with grad enabled in the history of the written tensor's
+        # family; every other tensor that requires grad and shares the memory keeps its history
+        recorded = [x for x in candidates if grad and self._family(x) in families]
+        unseen = [x for x in candidates if x in self.requires and not any(x is r for r in recorded)]
         for i, x in enumerate(self.inputs):
             if any(x is c for c in candidates):
-                (self.visible_writes if grad and (x not in self.requires or self.requires[x] in histories)
-                 else self.hidden_writes).add(i)
+                (self.visible_writes if any(x is r for r in recorded) else self.hidden_writes).add(i)
         with torch.no_grad():
             old = [x.clone() for x in unseen]
         result = run()
@@ -137,9 +150,10 @@ class GradSemantics:
             for x, before in zip(unseen, old):
                 x.copy_(straight_through(x, before))
         if grad and from_grad:
-            history = next(iter(histories)) if histories else next(self.history)
-            for w in written:
-                self.requires[w] = history
+            history = next((self.requires[x] for x in recorded if x in self.requires), None)
+            history = next(self.ids) if history is None else history
+            for x in recorded:
+                self.requires[x] = history
         return result
 
 
