@@ -47,7 +47,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     """Dynamo backend: decompose complex values, hand the real graph to ``inner``."""
     if inner == "inductor":
         inner_options = _inductor_config(inner_options)
-    if any(is_traceable_wrapper_subclass(x) and not isinstance(x, ComplexTensor) for x in example_inputs):
+    if _holds_tensor_subclasses(gm, example_inputs):
         return _through_subclass_dispatch(gm, example_inputs, inner, inner_options, strict)
     inner_fn = _resolve_inner(inner, inner_options)
     if not _has_complex(gm, example_inputs):
@@ -128,6 +128,16 @@ class _WithAbsentOutputs:
     def __call__(self, *args: Any) -> list[Any]:
         outs = iter(self.compiled(*args))
         return [None if i in self.absent else next(outs) for i in range(self.count)]
+
+
+def _holds_tensor_subclasses(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Whether the program takes or makes tensor subclasses (DTensors: inputs, or made inside by
+    ``DTensor.from_local``), whose own dispatch must run before realify sees plain tensors."""
+    def subclass(x: Any) -> bool:
+        return is_traceable_wrapper_subclass(x) and not isinstance(x, ComplexTensor)
+
+    return any(subclass(x) for x in example_inputs) or any(
+        subclass(v) for n in gm.graph.nodes for v in tree_leaves(n.meta.get("example_value")))
 
 
 def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any], inner: Inner, inner_options: dict,

@@ -75,15 +75,16 @@ def _tp_model(name: str) -> tuple[nn.Module, dict, Callable[[torch.Tensor, Any],
         return ComplexAttention(), {p: ColwiseParallel() for p in "qkv"} | {"o": RowwiseParallel()}, lambda x, mesh: x
     # sequence parallel: the input sharded along the sequence, gathered into the column-parallel
     # layer; the row-parallel layer's partial sums reduce-scattered back along the sequence
-    plan = {"0": ColwiseParallel(input_layouts=Shard(1)), "1": RowwiseParallel(output_layouts=Shard(1))}
+    plan = {"0": ColwiseParallel(input_layouts=Shard(1)),
+            "1": RowwiseParallel(output_layouts=Shard(1), use_local_output=False)}
     return _mlp(), plan, lambda x, mesh: _sequence_shard(x, mesh)
 
 
 def _sequence_shard(x: torch.Tensor, mesh) -> torch.Tensor:
     from torch.distributed.tensor import DTensor, Shard
 
-    local = x.chunk(WORLD, dim=1)[mesh.get_local_rank()].clone()
-    return DTensor.from_local(local, mesh, [Shard(1)]).requires_grad_()
+    local = x.detach().chunk(WORLD, dim=1)[mesh.get_local_rank()].clone()
+    return DTensor.from_local(local, mesh, [Shard(1)]).detach().requires_grad_()  # a leaf: its .grad a DTensor
 
 
 TP_MODELS = ("mlp", "attention", "sequence-parallel")
@@ -116,7 +117,8 @@ def tensor_parallel(rank: int, name: str, compiler: str | None) -> dict[str, Any
     x = _tp_input().requires_grad_()
     argument = enter(x, mesh)
     out = _compiled(model, compiler)(argument)
-    out.abs().pow(2).sum().backward()
+    loss = out.abs().pow(2).sum()
+    (loss.full_tensor() if hasattr(loss, "full_tensor") else loss).backward()
     input_grad = argument.grad if argument is not x else x.grad
     return {"out": _array(out), "input_grad": _array(input_grad),
             "grads": {n: _array(p.grad) for n, p in model.named_parameters()},
@@ -135,7 +137,7 @@ def _collective_programs(mesh, pairs_for_eager: bool) -> dict[str, tuple[Callabl
     gradients are compared too. ``pairs_for_eager``: all-to-all on ``view_as_real`` pairs, for
     eager, whose all-to-all over gloo refuses complex tensors ("Invalid scalar type")."""
     import torch.distributed._functional_collectives as funcol
-    from torch.distributed.tensor import Partial, Replicate, Shard
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
     def on_pairs(collective):
         if not pairs_for_eager:
@@ -162,12 +164,15 @@ def _collective_programs(mesh, pairs_for_eager: bool) -> dict[str, tuple[Callabl
         "shard-to-replicate": (lambda d: d.exp().redistribute(mesh, [Replicate()]).to_local(), Shard(0), True),
         "replicate-to-shard": (lambda d: (d * 3).redistribute(mesh, [Shard(1)]).to_local().sin(), Replicate(), True),
         "shard-to-shard": (lambda d: (d * (1 + 1j)).redistribute(mesh, [Shard(1)]).to_local() * 2j, Shard(0), True),
+        # a DTensor the program makes itself, from a plain tensor
+        "partial-made-inside": (lambda x: DTensor.from_local(x * 2, mesh, [Partial()], run_check=False)
+                                .redistribute(mesh, [Replicate()]).to_local().exp(), None, True),
     }
 
 
 COLLECTIVES = ("all_reduce", "all_reduce_avg", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
                "all_gather_autograd", "reduce_scatter_autograd", "all_to_all_autograd", "partial-to-replicate",
-               "partial-to-shard", "shard-to-replicate", "replicate-to-shard", "shard-to-shard")
+               "partial-to-shard", "shard-to-replicate", "replicate-to-shard", "shard-to-shard", "partial-made-inside")
 
 
 def collectives(rank: int, compiler: str | None) -> dict[str, Any]:
@@ -394,4 +399,34 @@ def per_block_fsdp(rank: int, compiler: str | None, steps: int = 3) -> dict[str,
         optimizer.step()
         losses.append(loss.item())
     return {"losses": losses, "parameters": {n: _array(p) for n, p in root.named_parameters()},
+            "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
+
+
+# ---- 2-D: FSDP2 over tensor parallelism -----------------------------------------------------------
+
+
+def fsdp_over_tp(rank: int, compiler: str | None, steps: int = 3) -> dict[str, Any]:
+    """The tensor-parallel MLP on the "tp" dimension of a (1, 2) mesh, sharded by FSDP2 over its
+    "dp" dimension (two processes allow no more data-parallel ranks: the FSDP2 code path on a
+    dimension of one), Adam steps on the same data on both ranks."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (1, WORLD), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = _mlp()
+    parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "1": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    step_fn = _compiled(model, compiler)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for step in range(steps):
+        torch.manual_seed(100 + step)
+        loss = step_fn(torch.randn(2, 8, 16, dtype=CF)).abs().pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return {"losses": losses, "parameters": {n: _array(p) for n, p in model.named_parameters()},
             "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
