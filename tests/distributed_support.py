@@ -117,17 +117,19 @@ def ddp_training(rank: int, compiler: str | None, split: bool, steps: int = 3) -
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     step_fn = ddp if compiler is None else realify.compile(ddp, inner=compiler)
-    losses = _train(rank, step_fn, torch.optim.SGD(model.parameters(), lr=0.1), steps)
+    losses = train(rank, step_fn, torch.optim.SGD(model.parameters(), lr=0.1), steps)
     return {"losses": losses, "parameters": [p.detach().numpy().copy() for p in model.parameters()],
             "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
 
 
-def _train(rank: int, step_fn: Callable, optimizer: torch.optim.Optimizer, steps: int) -> list[float]:
-    """``steps`` steps on rank-specific random batches; the losses."""
-    torch.manual_seed(1 + rank)
+def train(rank: int, step_fn: Callable, optimizer: torch.optim.Optimizer, steps: int,
+          batch: Callable[[], torch.Tensor] = lambda: torch.randn(2, 4, 16, 16), seed: int | None = None) -> list[float]:
+    """``steps`` steps on random batches (``batch()``), rank-specific unless ``seed`` is given
+    (tensor parallelism wants the same batch on every rank), loss ``mean |out|^2``; the losses."""
+    torch.manual_seed(1 + rank if seed is None else seed)
     losses = []
     for _ in range(steps):
-        loss = step_fn(torch.randn(2, 4, 16, 16)).square().mean()
+        loss = step_fn(batch()).abs().square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -156,7 +158,7 @@ def fsdp_training(rank: int, compiler: str | None, recipe: str, steps: int = 3) 
     fully_shard(model)
     torch._dynamo.reset()
     step_fn = model if compiler is None else realify.compile(model, inner=compiler)
-    losses = _train(rank, step_fn, torch.optim.Adam(model.parameters(), lr=0.01), steps)
+    losses = train(rank, step_fn, torch.optim.Adam(model.parameters(), lr=0.01), steps)
     trained = {}
     for name, p in model.named_parameters():
         full = p.full_tensor().detach()

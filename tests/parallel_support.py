@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from distributed_support import WORLD
+from distributed_support import WORLD, train
 
 CF = torch.complex64
 
@@ -339,16 +339,8 @@ def ddp_pieces(rank: int, compiler: str | None, steps: int = 3) -> dict[str, Any
     torch.distributed._DEFAULT_FIRST_BUCKET_BYTES = 1024
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)
     torch._dynamo.config.optimize_ddp = True
-    step_fn = _compiled(ddp, compiler)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    torch.manual_seed(1 + rank)
-    losses = []
-    for _ in range(steps):
-        loss = step_fn(torch.randn(2, 16, 16, 2)).square().mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train(rank, _compiled(ddp, compiler), torch.optim.SGD(model.parameters(), lr=0.05), steps,
+                   batch=lambda: torch.randn(2, 16, 16, 2))
     return {"losses": losses, "parameters": [_array(p) for p in model.parameters()],
             "buffers": [_array(b) for b in model.buffers()],
             "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
@@ -389,15 +381,8 @@ def per_block_fsdp(rank: int, compiler: str | None, steps: int = 3) -> dict[str,
         backend = functools.partial(realify.realify_backend, inner=compiler)
         for block in blocks:
             block.compile(backend=backend)
-    optimizer = torch.optim.Adam(root.parameters(), lr=0.01)
-    torch.manual_seed(1 + rank)
-    losses = []
-    for _ in range(steps):
-        loss = root(torch.randn(4, 16, dtype=CF)).abs().pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train(rank, root, torch.optim.Adam(root.parameters(), lr=0.01), steps,
+                   batch=lambda: torch.randn(4, 16, dtype=CF))
     return {"losses": losses, "parameters": {n: _array(p) for n, p in root.named_parameters()},
             "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
 
@@ -418,15 +403,7 @@ def fsdp_over_tp(rank: int, compiler: str | None, steps: int = 3) -> dict[str, A
     model = _mlp()
     parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "1": RowwiseParallel()})
     fully_shard(model, mesh=mesh["dp"])
-    step_fn = _compiled(model, compiler)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    losses = []
-    for step in range(steps):
-        torch.manual_seed(100 + step)
-        loss = step_fn(torch.randn(2, 8, 16, dtype=CF)).abs().pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train(rank, _compiled(model, compiler), torch.optim.Adam(model.parameters(), lr=0.01), steps,
+                   batch=lambda: torch.randn(2, 8, 16, dtype=CF), seed=100)
     return {"losses": losses, "parameters": {n: _array(p) for n, p in model.named_parameters()},
             "graphs": int(torch._dynamo.utils.counters["realify"]["graphs"])}
