@@ -19,6 +19,7 @@ import torch.fx as fx
 
 from .decompose import decompose
 from .dynamo_graph import source_line
+from .custom_functions import custom_function
 from .rules import describe_rule
 
 
@@ -152,6 +153,8 @@ def _creates_complex(gm: fx.GraphModule) -> bool:
 
 def _rule_of(op_name: str) -> str | None:
     op = _op_named(op_name)
+    if op is custom_function._opoverload:
+        return "a custom autograd.Function or hook: its forward and backward decomposed (realify.custom_functions)"
     return describe_rule(op) if op is not None else "higher-order op, planarized with its bodies"
 
 

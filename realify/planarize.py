@@ -126,8 +126,6 @@ class PlanarInterpreter(fx.Interpreter):
             return ComplexTensor(value.real.clone(), value.imag.clone())
 
     def call_function(self, target, args, kwargs):
-        if target is custom_function._opoverload:
-            return planar_function_call(*args, as_real=_as_pairs_tensor, from_real=_from_pairs_tensor)
         if target is aten.detach.default:
             # the program's stop-gradients (realify/grad_semantics.py): make_fx would record
             # aten.detach as aten.alias, which autograd differentiates through
@@ -135,6 +133,8 @@ class PlanarInterpreter(fx.Interpreter):
         complex_op = isinstance(target, (OpOverload, HigherOrderOperator)) and self._touches_complex(args, kwargs)
         if complex_op and self.on_complex_op is not None:
             self.on_complex_op(target, self.current)
+        if target is custom_function._opoverload:
+            return planar_function_call(*args, as_real=_as_pairs_tensor, from_real=_from_pairs_tensor)
         if isinstance(target, OpOverload) and (complex_op or target in _RULE_ON_REAL_VALUES):
             try:
                 return apply_rule(target, args, kwargs)

@@ -450,3 +450,11 @@ def test_no_stop_gradient_where_the_program_has_none(fresh_dynamo):
     realify.compile(program, inner=inner)(z, w)
     targets = {str(n.target) for gm in graphs for n in gm.graph.nodes}
     assert not any("detach" in t or "straight_through" in t for t in targets), targets
+
+
+def test_explain_names_custom_functions_and_stop_gradients(fresh_dynamo):
+    z, w = (torch.randn(4, 8, dtype=C64, requires_grad=True), torch.randn(8, 8, dtype=C64, requires_grad=True))
+    report = realify.explain(straight_through_quantizer, z, w)
+    assert not report.islands and "custom autograd.Function" in str(report), str(report)
+    report = realify.explain(no_grad_max, z, w)
+    assert not report.islands and "stop_gradient" in str(report) and "no_grad_max: s = (z @ w)" in str(report), str(report)
