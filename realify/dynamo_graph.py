@@ -67,7 +67,7 @@ class DynamoGraphRunner(fx.Interpreter):
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         with fx_traceback.set_current_meta(n):  # what it adds to the trace is placed at the node's line
             return semantics.call(lambda: super(DynamoGraphRunner, self).run_node(n), n.target, args, kwargs,
-                                  tree_leaves(list(self.env.values())))
+                                  lambda: tree_leaves(list(self.env.values())))
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         self.level_offset = torch._C._functorch.maybe_current_level() or 0

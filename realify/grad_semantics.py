@@ -103,9 +103,10 @@ class GradSemantics:
         return frozenset(i for i in mutated_inputs if i in self.hidden_writes and i not in self.visible_writes)
 
     def call(self, run: Callable[[], Any], target: Any, args: Sequence[Any], kwargs: dict,
-             live: Sequence[Any]) -> Any:
+             live: Callable[[], Sequence[Any]]) -> Any:
         """``run()`` (the node's call), with what autograd would see of it written into the trace;
-        ``live`` are the values the program may still read (aliases of a written tensor)."""
+        ``live()`` are the values the program may still read (aliases of a written tensor: asked
+        for only where the call writes, as a graph's values are many)."""
         grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
         operands = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
         from_grad = any(x in self.requires for x in operands)
@@ -132,9 +133,9 @@ class GradSemantics:
         return self.family[x]
 
     def _write(self, run: Callable[[], Any], grad: bool, written: list[torch.Tensor], from_grad: bool,
-               live: Sequence[Any]) -> Any:
+               live: Callable[[], Sequence[Any]]) -> Any:
         families = {self._family(w) for w in written}
-        tensors = {id(x): x for x in itertools.chain(self.inputs, live) if isinstance(x, torch.Tensor)}
+        tensors = {id(x): x for x in itertools.chain(self.inputs, live()) if isinstance(x, torch.Tensor)}
         candidates = [x for x in tensors.values() if any(_aliases(x, w) for w in written)]
         # autograd records a write with grad enabled in the history of the written tensor's
         # family; every other tensor that requires grad and shares the memory keeps its history
