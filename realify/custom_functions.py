@@ -270,6 +270,13 @@ def _hook_as_function(hook: fx.GraphModule, free: int) -> tuple[fx.GraphModule, 
     return fx.GraphModule(root, forward), fx.GraphModule(root, backward)
 
 
+def release_functions(gm: fx.GraphModule) -> None:
+    """Forget the decomposed graphs of the custom Functions ``gm`` calls: once planarized, the
+    real graph holds them as submodules, and nothing looks them up by key again."""
+    for node in gm.graph.find_nodes(op="call_function", target=custom_function._opoverload):
+        _FUNCTIONS.pop(node.args[0], None)
+
+
 def planar_function_call(key: int, args: Sequence[Any], as_real: Any, from_real: Any) -> list[Any]:
     """The planarizing trace's node for ``realify::custom_function``: ``autograd_function_apply``
     on the real graphs, each complex operand passed as its pairs (``as_real``), each complex

@@ -35,7 +35,7 @@ from . import config
 from .autocast import MarkAutocastProducts, lower_precision_products
 from .boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
-from .custom_functions import functions_as_opaque_calls
+from .custom_functions import functions_as_opaque_calls, release_functions
 from .dynamo_graph import DynamoGraphRunner, SourceLines
 from .errors import InputMetadataChangeError, MissingRuleError
 from .gauss import gauss_products
@@ -118,7 +118,10 @@ def decompose(
             signature = dataclasses.replace(signature, input_layout=input_layouts(inputs, len(fake_inputs)),
                                             output_layout=outputs, eager_outputs=eager_outputs)
             boundary_inputs = [boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
-            planar, signature = planarize(functional, signature, boundary_inputs, on_missing, on_complex_op)
+            try:
+                planar, signature = planarize(functional, signature, boundary_inputs, on_missing, on_complex_op)
+            finally:
+                release_functions(functional)  # the real graph holds their graphs now
     except MissingRuleError as err:
         # the same error, without what torch.fx's interpreter appended to its message on the
         # way out (the failing node's repr and "Use tlparse ..."): the message already names
