@@ -134,8 +134,11 @@ def _collective_programs(mesh, pairs_for_eager: bool) -> dict[str, tuple[Callabl
     and whether its gradient is compared. The plain collectives have no derivative (eager warns
     that backpropagating through them "may lead to silently incorrect behavior"): their values
     are compared; their ``*_autograd`` forms and DTensor's redistributions have one, and their
-    gradients are compared too. ``pairs_for_eager``: all-to-all on ``view_as_real`` pairs, for
-    eager, whose all-to-all over gloo refuses complex tensors ("Invalid scalar type")."""
+    gradients are compared too. ``pairs_for_eager``: all-to-all and the differentiable all-gather on
+    ``view_as_real`` pairs, for eager, whose all-to-all over gloo refuses complex tensors ("Invalid
+    scalar type") and whose differentiable all-gather of a complex tensor returns a complex view of
+    the real buffer gloo writes from its own thread: when that write lands before autograd wraps
+    the view, eager raises "its base ... has been modified inplace" (seen under load)."""
     import torch.distributed._functional_collectives as funcol
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
@@ -146,6 +149,7 @@ def _collective_programs(mesh, pairs_for_eager: bool) -> dict[str, tuple[Callabl
 
     all_to_all = on_pairs(funcol.all_to_all_single)
     all_to_all_autograd = on_pairs(funcol.all_to_all_single_autograd)
+    all_gather_autograd = on_pairs(funcol.all_gather_tensor_autograd)
     wait = funcol.wait_tensor
     return {
         "all_reduce": (lambda x: funcol.all_reduce(x * 2, "sum", mesh).exp(), None, False),
@@ -154,7 +158,7 @@ def _collective_programs(mesh, pairs_for_eager: bool) -> dict[str, tuple[Callabl
         "reduce_scatter": (lambda x: funcol.reduce_scatter_tensor(x * x, "sum", 0, mesh).tanh(), None, False),
         "all_to_all": (lambda x: all_to_all(x + 1j, None, None, mesh) * x, None, False),
         "broadcast": (lambda x: funcol.broadcast(x.exp(), 1, mesh) + x, None, False),
-        "all_gather_autograd": (lambda x: wait(funcol.all_gather_tensor_autograd(x.sin(), 0, mesh)) * 1j, None, True),
+        "all_gather_autograd": (lambda x: wait(all_gather_autograd(x.sin(), 0, mesh)) * 1j, None, True),
         "reduce_scatter_autograd": (lambda x: wait(funcol.reduce_scatter_tensor_autograd(x * x, "sum", 0, mesh)).tanh(),
                                     None, True),
         "all_to_all_autograd": (lambda x: wait(all_to_all_autograd(x + 1j, None, None, mesh)) * x, None, True),
