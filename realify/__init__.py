@@ -7,8 +7,8 @@ import os
 
 from . import backend, config, library_polyfills
 from .backend import compile, realify_backend
-from .boundary import Boundary
-from .decompose import decompose
+from .runtime.boundary import Boundary
+from .engine.decompose import decompose
 from .errors import (ComplexLeakError, InputMetadataChangeError, MissingRuleError, OptionsChangedError, RealifyError,
                      RuleConflictError)
 from .explain import Explanation, explain

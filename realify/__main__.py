@@ -1,5 +1,5 @@
-"""``python -m realify``: see :mod:`realify.cli`."""
+"""``python -m realify``: see :mod:`realify.tools.cli`."""
 
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

@@ -8,7 +8,7 @@ docs/architecture.md) and whose complex outputs are computed straight into the i
 ``(*shape, 2)`` layout, so that ``torch.view_as_complex`` turns them back into complex
 tensors for free. That real graph goes to the inner compiler (Inductor by default), which
 differentiates it for training: forward and backward are both real. The compiled graph runs
-through :class:`realify.boundary.RealCall`, which also writes back the inputs the program
+through :class:`realify.runtime.boundary.RealCall`, which also writes back the inputs the program
 mutated in place.
 """
 
@@ -28,14 +28,14 @@ from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from . import config
-from .boundary import RealCall, split
-from .decompose import decompose
-from .dynamo_graph import source_line
+from .runtime.boundary import RealCall, split
+from .engine.decompose import decompose
+from .engine.dynamo_graph import source_line
 from .errors import OptionsChangedError
-from .fft_bands import transform_only_bands
-from .input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
-from .islands import island_call, islands_in
-from .tensor import ComplexTensor
+from .passes.fft_bands import transform_only_bands
+from .passes.input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
+from .engine.islands import island_call, islands_in
+from .runtime.complex_tensor import ComplexTensor
 
 log = logging.getLogger("realify")
 

@@ -4,7 +4,7 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
 - ``gemm_multiplications`` (3 or 4): complex matrix products (mm, bmm, addmm, baddbmm,
   addbmm and what lowers to them: matmul, einsum, linear, ...) and ``aten.convolution`` as 3
   real products (Gauss/Karatsuba, 25% fewer flops) or 4 (the textbook formula), in every
-  traced graph (compile, export, decompose: realify/gauss.py, read when a graph is traced); the
+  traced graph (compile, export, decompose: realify/passes/gauss.py, read when a graph is traced); the
   eager ComplexTensor computes the textbook form. PyTorch's own ``conv1d/2d/3d`` and
   ``conv_transpose*d`` on complex inputs are three real convolutions (Gauss's form) before
   realify sees them, so 4 does not reach those calls (under ``complex_autocast`` conv*d is
@@ -15,15 +15,15 @@ decorator) or by assignment, e.g. ``realify.config.gemm_multiplications = 4``.
   embeddings) runs on the (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's
   vectorized complex kernel) instead of planar arithmetic on stride-2 loads; and a small
   matrix product (``mm``/``bmm`` with ``m n k / (m k + k n + m n)`` below
-  ``realify.layout.PAIRS_GEMM_INTENSITY``, about 576 x 576 square) runs as BLAS's complex GEMM
+  ``realify.passes.layout.PAIRS_GEMM_INTENSITY``, about 576 x 576 square) runs as BLAS's complex GEMM
   on the pairs (``realify::cmm_pairs``, eager's rounding), whatever ``gemm_multiplications``
   says: converting to planes costs more there than the real GEMMs save (the layout pass,
-  realify/layout.py, read when a graph compiles). Off, every product is planar real
+  realify/passes/layout.py, read when a graph compiles). Off, every product is planar real
   arithmetic, as in what ``realify.export`` produces for runtimes that know only standard ops.
 - ``complex_autocast`` (bool, default False): under ``torch.autocast``, the real GEMMs and
   convolutions of complex matmul/bmm/einsum/linear/conv*d run on autocast's dtype (bfloat16 or
   float16 operands, float32 results), as autocast runs real ones; FFTs, elementwise ops and
-  reductions stay float32 and parameters complex64 (realify/autocast.py, read when a graph is
+  reductions stay float32 and parameters complex64 (realify/passes/autocast.py, read when a graph is
   traced: compile and decompose; the eager ComplexTensor computes complex64). Off, complex ops
   keep complex64 under autocast, as in eager. docs/numerics.md ("Complex mixed precision")
   gives the error bound.

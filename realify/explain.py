@@ -17,9 +17,9 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from .decompose import decompose
-from .dynamo_graph import source_line
-from .custom_functions import custom_function
+from .engine.decompose import decompose
+from .engine.dynamo_graph import source_line
+from .engine.custom_functions import custom_function
 from .rules import describe_rule
 
 
@@ -123,7 +123,7 @@ def _report(index: int, gm: fx.GraphModule) -> GraphReport:
         first_use.setdefault(str(op), source_line(node))
 
     def island(op, args, kwargs, node=None, detail=None):
-        from .islands import island_call
+        from .engine.islands import island_call
 
         islands.setdefault(str(op), detail or "no planar rule")
         return island_call(op, args, kwargs, node, detail)
@@ -154,7 +154,7 @@ def _creates_complex(gm: fx.GraphModule) -> bool:
 def _rule_of(op_name: str) -> str | None:
     op = _op_named(op_name)
     if op is custom_function._opoverload:
-        return "a custom autograd.Function or hook: its forward and backward decomposed (realify.custom_functions)"
+        return "a custom autograd.Function or hook: its forward and backward decomposed (realify.engine.custom_functions)"
     return describe_rule(op) if op is not None else "higher-order op, planarized with its bodies"
 
 

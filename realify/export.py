@@ -33,10 +33,10 @@ from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
 
-from ._dtypes import pairs_of
-from .boundary import Boundary, RealCall, is_complex
-from .decompose import decompose
-from .passes import copies_to_views
+from .runtime.dtypes import pairs_of
+from .runtime.boundary import Boundary, RealCall, is_complex
+from .engine.decompose import decompose
+from .passes.cleanup import copies_to_views
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 
 log = logging.getLogger("realify")

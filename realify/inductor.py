@@ -29,12 +29,12 @@ torch release; where a release needs something of its own, the item says so.
    (:func:`_scalar_outputs_allowed`): ``scan`` and ``map`` lower to a ``while_loop`` that
    reads its step with ``.item()``.
 9. 1x1 convolutions on CPU, forward and backward, as batched matrix products
-   (realify/pointwise_conv.py, in :func:`realify_decomposition_table`): BLAS's GEMM, faster
+   (realify/passes/pointwise_conv.py, in :func:`realify_decomposition_table`): BLAS's GEMM, faster
    than oneDNN's convolution on these shapes.
 10. Inverse real FFTs of a spectrum zero beyond a band transform only the band, in the
-   backward graph too (:class:`TransformOnlyBands`, realify/fft_bands.py).
+   backward graph too (:class:`TransformOnlyBands`, realify/passes/fft_bands.py).
 
-About the fourth: ``realify::cmul_pairs`` (realify/ops.py) multiplies complex values held as
+About the fourth: ``realify::cmul_pairs`` (realify/runtime/ops.py) multiplies complex values held as
 real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two
 trips through the Python dispatcher per call (its autograd wrapper and its kernel), a fixed
 cost comparable to the kernel's own time on the rotary embedding's sizes. A post-grad pass,
@@ -81,9 +81,9 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._prims_common import is_contiguous_or_false
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from . import ops as _ops  # registers realify::cmul_pairs (which a pass rewrites) and fusion_barrier
-from .fft_bands import transform_only_bands_in
-from .pointwise_conv import pointwise_convolution, pointwise_convolution_backward
+from .runtime import ops as _ops  # registers realify::cmul_pairs (which a pass rewrites) and fusion_barrier
+from .passes.fft_bands import transform_only_bands_in
+from .passes.pointwise_conv import pointwise_convolution, pointwise_convolution_backward
 
 aten = torch.ops.aten
 
@@ -371,7 +371,7 @@ class AccurateExpm1(CustomGraphPass):
     Inductor's FX graph cache key, so that a real graph compiled by plain Inductor
     (``exp(x) - 1``) and the same graph compiled by realify never share a cached kernel.
 
-    Writing Taylor's series (realify/_expm1.py) into the kernel as Inductor IR instead is as
+    Writing Taylor's series (realify/runtime/expm1.py) into the kernel as Inductor IR instead is as
     accurate and runs a little faster, but its ops are inlined into every consumer during code
     generation, which more than doubles compile time (docs/benchmarks.md, "Measurements behind design choices").
     """
@@ -530,7 +530,7 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
 def realify_decomposition_table() -> dict[Any, Callable]:
     """Inductor's decomposition table as realify's graphs need it: less :data:`KEEP_AS_ATEN`,
     plus the kernels of ``realify::pointwise`` and 1x1 convolutions on CPU as batched matrix
-    products (realify/pointwise_conv.py)."""
+    products (realify/passes/pointwise_conv.py)."""
     from torch._inductor.decomposition import select_decomp_table
 
     from .rules._derivative import decompositions as pointwise_decompositions
@@ -557,7 +557,7 @@ def _decompositions_for_realify() -> Iterator[None]:
 
 
 class TransformOnlyBands(CustomGraphPass):
-    """Joint-graph pass: :func:`realify.fft_bands.transform_only_bands_in` on the forward and
+    """Joint-graph pass: :func:`realify.passes.fft_bands.transform_only_bands_in` on the forward and
     backward graph before AOTAutograd splits them (the gradient of a one-sided FFT whose modes
     were cut is a ``c2r`` of a band; once split, the zeros it is written into may be a tensor
     the forward saved, of contents unknown to the backward graph)."""

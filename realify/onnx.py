@@ -1,7 +1,7 @@
 """ONNX export of real-only programs made by :func:`realify.export`.
 
 The exported graph is real everywhere, so ``torch.onnx.export`` translates it with its own
-tables, except for realify's FFT ops (:mod:`realify.ops`) on (re, im) pairs. Their translations use
+tables, except for realify's FFT ops (:mod:`realify.runtime.ops`) on (re, im) pairs. Their translations use
 ONNX ``DFT`` (opset 20: ``axis`` is an input), which works on a trailing dim of 2
 ``[re, im]`` (or 1 for a real signal), the same interleaved layout the export boundary uses.
 
@@ -23,9 +23,9 @@ import onnx_ir as ir
 import torch
 from onnxscript import opset20 as op
 
-from . import ops  # noqa: F401  (registers the realify:: ops)
+from .runtime import ops  # noqa: F401  (registers the realify:: ops)
 from .rules._derivative import decompositions as pointwise_decompositions
-from ._expm1 import SERIES_BOUND, series_coefficients
+from .runtime.expm1 import SERIES_BOUND, series_coefficients
 from .export import export
 
 log = logging.getLogger("realify")
@@ -60,7 +60,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         # istft's overlap-add: torch.onnx's translation is one ScatterND per frame position,
         # with int32 indices ONNX Runtime refuses
         torch.ops.aten.unfold_backward.default: unfold_backward,
-        # a write autograd does not see (realify/grad_semantics.py): the new value; ONNX has no
+        # a write autograd does not see (realify/engine/grad_semantics.py): the new value; ONNX has no
         # gradients
         torch.ops.realify.straight_through.default: straight_through,
     }
@@ -218,7 +218,7 @@ def hypot(x, y):
 
 def expm1(x):
     """expm1 with no cancellation near 0: Taylor's series below ln(2)/2, Exp(x) - 1 above
-    (realify/_expm1.py; the default translation's Exp(x) - 1 gives expm1(1e-8) = 0 in float32)."""
+    (realify/runtime/expm1.py; the default translation's Exp(x) - 1 gives expm1(1e-8) = 0 in float32)."""
     inner, *coefficients = series_coefficients(x.dtype == ir.DataType.DOUBLE)
     series = _constant_like(inner, x)
     for c in coefficients:

@@ -1,9 +1,17 @@
-"""ComplexTensor: a complex tensor stored as two real tensors (planar layout).
+"""The eager front end: :class:`ComplexTensor` run op by op, each aten op through its rule.
 
-``ComplexTensor(re, im)`` behaves like a complex tensor of dtype complex64/complex128/
-complex32 (for float32/float64/float16 parts). Every aten op called on it is looked up in
-the rule table (:mod:`realify.rules`) and runs as real ops on ``re`` and ``im``; this is the
-eager front end, and the same dispatch is what :func:`realify.decompose` traces.
+Two kinds of call lose their meaning below the dispatcher, where the rule table sees them; this
+module answers them above it, as torch-function hooks on :class:`ComplexTensor`:
+
+- A ComplexTensor is differentiated above its rules, by PyTorch's formulas run as ComplexTensor
+  ops. Those formulas mix Python numbers into complex arithmetic (``1 - z * z``), which the
+  rules compute as C99 does (docs/numerics.md), so a signed zero on a branch cut could flip the
+  side the formula evaluates. The functions of one complex argument are differentiated by their
+  own formula instead, on the parts, exactly as in the traced front ends.
+- ATen asks a spectral op (``_linalg_eigh``, ``_linalg_svd``) for its vectors whenever a
+  gradient may be needed, even inside ``eigvalsh`` and ``svdvals``, and the rules have no
+  real-only formula for vectors (realify/rules/spectra.py). A public function whose result holds
+  values only (:data:`VALUES_ONLY`) runs with every spectral op inside asking for none.
 """
 
 from __future__ import annotations
@@ -11,171 +19,84 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._dtypes import REAL_TO_COMPLEX, complex_of, pairs_of
+from .rules._derivative import UNARY_FUNCTIONS, _formula, pointwise
+from .rules.spectra import OPTIONAL_VECTORS, hermitian_eigenvalues, no_vectors_asked, singular_values
+from .runtime.complex_tensor import (ComplexTensor, add_torch_function_hook, as_complex_tensor, unwrap_complex,
+                                     wrap_complex)
 
-
-class ComplexTensor(torch.Tensor):
-    """Planar complex tensor: ``self.re`` and ``self.im`` are real tensors of one shape."""
-
-    re: torch.Tensor
-    im: torch.Tensor
-
-    @staticmethod
-    def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
-        if not isinstance(re, torch.Tensor) or not isinstance(im, torch.Tensor):
-            raise TypeError("ComplexTensor(re, im) needs two real tensors")
-        if re.dtype not in REAL_TO_COMPLEX or im.dtype != re.dtype:
-            raise TypeError(
-                f"ComplexTensor parts must share one of float16/float32/float64, got "
-                f"re={re.dtype}, im={im.dtype}; cast them with .to(torch.float32) first"
-            )
-        if re.shape != im.shape:
-            raise ValueError(f"ComplexTensor parts must have one shape, got {tuple(re.shape)} and {tuple(im.shape)}")
-        if re.device != im.device:
-            raise ValueError(f"ComplexTensor parts must share a device, got {re.device} and {im.device}")
-        needs_grad = torch.is_grad_enabled() and (re.requires_grad or im.requires_grad)
-        if needs_grad:
-            return _Assemble.apply(re, im)
-        return cls._wrap(re, im)
-
-    @classmethod
-    def _wrap(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
-        strides = _outer_strides(re, im)
-        out = torch.Tensor._make_wrapper_subclass(
-            cls,
-            re.shape,
-            strides=strides,
-            dtype=REAL_TO_COMPLEX[re.dtype],
-            device=re.device,
-            requires_grad=False,
-        )
-        out.re = re.detach() if re.requires_grad else re
-        out.im = im.detach() if im.requires_grad else im
-        return out
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__()
-
-    @staticmethod
-    def from_pairs(pairs: torch.Tensor) -> "ComplexTensor":
-        """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
-        tensor: its parts are views of ``pairs`` (no copy)."""
-        return ComplexTensor(pairs[..., 0], pairs[..., 1])
-
-    # ---- conversion -------------------------------------------------------------------
-    @staticmethod
-    def from_complex(t: torch.Tensor) -> "ComplexTensor":
-        """Split an ordinary complex tensor into planar parts (differentiable)."""
-        if isinstance(t, ComplexTensor):
-            return t
-        if not t.dtype.is_complex:
-            raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; use ComplexTensor(re, zeros_like(re))")
-        parts = pairs_of(t)
-        return ComplexTensor(parts[..., 0], parts[..., 1])
-
-    def to_complex(self) -> torch.Tensor:
-        """An ordinary (interleaved) complex tensor with the same values (differentiable)."""
-        if self.requires_grad:
-            return _Disassemble.apply(self)
-        return complex_of(self.re, self.im)
-
-    # ---- tracing support ------------------------------------------------------------
-    def __tensor_flatten__(self):
-        return ["re", "im"], None
-
-    @staticmethod
-    def __tensor_unflatten__(inner: dict, ctx: Any, outer_size: Any, outer_stride: Any) -> "ComplexTensor":
-        return ComplexTensor(inner["re"], inner["im"])
-
-    def __repr__(self, *, tensor_contents: Any = None) -> str:
-        return f"ComplexTensor(re={self.re!r}, im={self.im!r})"
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        # the calls whose meaning is lost below the dispatcher: a function differentiated by
-        # its formula (rules/_derivative.py), a spectral function asking for values only
-        # (rules/spectra.py); every other call as for any subclass with only
-        # __torch_dispatch__ (results are not converted)
-        from .rules import _derivative, spectra
-
-        kwargs = kwargs or {}
-
-        def call():
-            return torch._C._disabled_torch_function_impl(func, types, args, kwargs)
-
-        result = _derivative.torch_function(func, args, kwargs)
-        if result is NotImplemented:
-            result = spectra.torch_function(func, args, kwargs, call)
-        return call() if result is NotImplemented else result
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from .rules import apply_rule
-        from .rules.spectra import vectors_unread
-
-        return apply_rule(func, *vectors_unread(func, args, kwargs or {}))
+__all__ = ["VALUES_ONLY", "ComplexTensor", "as_complex_tensor", "differentiable_parts", "unwrap_complex",
+           "wrap_complex"]
 
 
-def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None:
-    """Strides of the complex tensor the parts describe: halved when the parts are the two
-    halves of one interleaved storage (as from_complex makes them), the parts' own otherwise,
-    and contiguous (None) when the parts disagree."""
-    if re.stride() != im.stride():
-        return None
-    if _interleaved(re, im) and all(s % 2 == 0 for s in re.stride()):
-        return tuple(s // 2 for s in re.stride())
-    return re.stride()
-
-
-def _interleaved(re: torch.Tensor, im: torch.Tensor) -> bool:
-    if isinstance(re, torch._subclasses.FakeTensor) or re.device.type == "meta":
-        return False  # traced parts: their strides are what the trace made them
-    try:
-        return (re.untyped_storage().data_ptr() == im.untyped_storage().data_ptr()
-                and im.storage_offset() == re.storage_offset() + 1)
-    except (RuntimeError, NotImplementedError):  # fake/meta tensors without storage
-        return False
-
-
-class _Assemble(torch.autograd.Function):
-    """(re, im) -> ComplexTensor, passing the gradient's real/imag parts back to re/im."""
-
-    @staticmethod
-    def forward(ctx, re, im):
-        return ComplexTensor._wrap(re.detach(), im.detach())
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad = as_complex_tensor(grad)
-        return grad.re, grad.im
-
-
-class _Disassemble(torch.autograd.Function):
-    """ComplexTensor -> ordinary complex tensor, gradient flowing back as a ComplexTensor."""
+class _Parts(torch.autograd.Function):
+    """A ComplexTensor's (re, im) parts, their gradients flowing back as one ComplexTensor."""
 
     @staticmethod
     def forward(ctx, z):
-        return complex_of(z.re, z.im)
+        return z.re.view_as(z.re), z.im.view_as(z.im)
 
     @staticmethod
-    def backward(ctx, grad):
-        return ComplexTensor.from_complex(grad)
+    def backward(ctx, grad_re, grad_im):
+        return ComplexTensor(grad_re, grad_im)
 
 
-def as_complex_tensor(x: Any) -> Any:
-    """ComplexTensor for any complex tensor; anything else is returned unchanged."""
-    if isinstance(x, torch.Tensor) and x.dtype.is_complex and not isinstance(x, ComplexTensor):
-        return ComplexTensor.from_complex(x)
-    return x
+def differentiable_parts(z: ComplexTensor) -> tuple[Tensor, Tensor]:
+    """A ComplexTensor's (re, im), their gradients flowing back to it as one ComplexTensor."""
+    return _Parts.apply(z)
 
 
-def wrap_complex(tree: Any) -> Any:
-    """Replace every ordinary complex tensor in a pytree by a ComplexTensor."""
-    return tree_map(as_complex_tensor, tree)
+def _by_formula(func, args: tuple, kwargs: dict, call) -> Any:
+    """A function of one complex argument on a ComplexTensor that requires grad, differentiated by
+    its formula (realify/rules/_derivative.py); NotImplemented for every other call."""
+    name = getattr(func, "__name__", None)
+    if (kwargs or len(args) != 1 or name not in UNARY_FUNCTIONS
+            or func not in (getattr(torch, name, None), getattr(torch.Tensor, name))):
+        return NotImplemented
+    (z,) = args
+    if not (isinstance(z, ComplexTensor) and z.requires_grad and torch.is_grad_enabled()):
+        return NotImplemented
+    out = pointwise(name, list(differentiable_parts(z)), [])
+    return ComplexTensor(*out) if _formula(name).complex_output else out[0]
 
 
-def unwrap_complex(tree: Any) -> Any:
-    """Replace every ComplexTensor in a pytree by an ordinary complex tensor."""
-    return tree_map(lambda x: x.to_complex() if isinstance(x, ComplexTensor) else x, tree)
+# Public functions whose result holds eigen- or singular values only (never vectors): every
+# spectral op they call inside has unread vectors
+VALUES_ONLY = frozenset({torch.linalg.svdvals, torch.linalg.eigvalsh, torch.linalg.matrix_norm, torch.linalg.norm,
+                         torch.norm, torch.Tensor.norm, torch.nuclear_norm, torch.linalg.cond,
+                         torch.linalg.matrix_rank})
+
+
+class _NoVectorsAsked(TorchDispatchMode):
+    """Within: every spectral op asks for no vectors (a :data:`VALUES_ONLY` function runs)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in OPTIONAL_VECTORS:
+            args, kwargs = no_vectors_asked(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def _values_only(func, args: tuple, kwargs: dict, call) -> Any:
+    """A :data:`VALUES_ONLY` function: ``call()`` with no spectral op inside asking for vectors;
+    where a gradient is needed, ``svdvals``/``eigvalsh`` differentiated through the real solver
+    (as the traced front ends do), while the other functions keep ATen's backward, which reads
+    the vectors (NotImplemented: MissingRuleError names them). NotImplemented for every other
+    function."""
+    if func not in VALUES_ONLY:
+        return NotImplemented
+    if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                            for a in (*args, *kwargs.values()))):
+        with _NoVectorsAsked():
+            return call()
+    if func is torch.linalg.svdvals and set(kwargs) <= {"driver"}:
+        return singular_values(*differentiable_parts(args[0]))
+    if func is torch.linalg.eigvalsh and set(kwargs) <= {"UPLO"}:
+        return hermitian_eigenvalues(*differentiable_parts(args[0]), *args[1:], **kwargs)
+    return NotImplemented
+
+
+add_torch_function_hook(_by_formula)
+add_torch_function_hook(_values_only)

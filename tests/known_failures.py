@@ -158,7 +158,7 @@ EAGER_NO_RULE = Category(
 
 # ---- the test harness --------------------------------------------------------------------
 
-# (e) for the compile front ends (compile, inductor). realify.opinfo.run_compile raises
+# (e) for the compile front ends (compile, inductor). realify.tools.opinfo.run_compile raises
 # NoGraphCaptured when a sample's run hands no graph to the backend; the test skips such a run
 # with the reason here, and fails when an op listed here handed a graph for every sample it ran
 # (tensor_split's first sample hands none, its second does). An op listed here has no entry
@@ -184,10 +184,10 @@ NO_GRAPH: dict[str, str] = {
 }
 
 # OpInfo's lambda for these multiplies two factors (a @ b.mT) before calling torch.pca_lowrank /
-# torch.svd_lowrank; realify.opinfo._direct_callable (which avoids OpInfo's seeding wrapper)
+# torch.svd_lowrank; realify.tools.opinfo._direct_callable (which avoids OpInfo's seeding wrapper)
 # calls the torch function itself with the sample's arguments, so b lands on q
 HARNESS_CALL = Category(
-    "the harness calls torch.{0} with OpInfo's two factors as arguments (realify.opinfo._direct_callable): "
+    "the harness calls torch.{0} with OpInfo's two factors as arguments (realify.tools.opinfo._direct_callable): "
     "TypeError ({0}() got multiple values for argument 'q'), and no graph reaches the backend",
     frozenset({COMPILE_FE}),
     {"pca_lowrank": "pca_lowrank", "svd_lowrank": "svd_lowrank"},

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import realify
-from realify import RealifyError, aliasing
+from realify import RealifyError
+from realify.runtime import aliasing
 
 INNERS = ["eager", "inductor"]
 
@@ -114,7 +115,7 @@ def test_no_overlap_check_without_writes(fresh_dynamo, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("overlap looked for in a graph without writes")
 
-    monkeypatch.setattr(realify.boundary, "overlapping_write", fail)
+    monkeypatch.setattr(realify.runtime.boundary, "overlapping_write", fail)
     z = _z()
     compiled = realify.compile(lambda a, b: a * b + 1, inner="eager")
     _same(compiled(z, z.conj()), z * z.conj() + 1)

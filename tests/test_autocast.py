@@ -1,4 +1,4 @@
-"""Complex mixed precision (realify.config.complex_autocast, realify/autocast.py): under
+"""Complex mixed precision (realify.config.complex_autocast, realify/passes/autocast.py): under
 torch.autocast, the real products of complex GEMMs and convolutions run on autocast's dtype;
 everything else, and everything with the switch off, stays as eager computes it."""
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import realify
-from realify.autocast import PRODUCTS
+from realify.passes.autocast import PRODUCTS
 
 C64, C128 = torch.complex64, torch.complex128
 # unit roundoff: bfloat16 keeps 8 significant bits, float16 11

@@ -1,5 +1,5 @@
-"""Autograd semantics of the captured program kept through decomposition (realify/grad_semantics.py,
-realify/custom_functions.py): every way a program cuts, replaces or observes the gradient path,
+"""Autograd semantics of the captured program kept through decomposition (realify/engine/grad_semantics.py,
+realify/engine/custom_functions.py): every way a program cuts, replaces or observes the gradient path,
 values and gradients against eager (and torch.compile's default, which keeps them), under the
 eager inner compiler and Inductor.
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from realify import cli
+from realify.tools import cli
 from realify.bench import report, runner, workloads
 
 FAST = "eager,realify-eager"
@@ -195,7 +195,7 @@ def test_coverage_slot(monkeypatch, capsys):
 
 def test_coverage_options_reach_its_own_parser(monkeypatch):
     seen = []
-    fake = type(sys)("realify.coverage")
+    fake = type(sys)("realify.tools.coverage")
     fake.main = lambda argv: seen.append(argv) or 0
     monkeypatch.setattr(cli.importlib, "import_module", lambda name: fake)
     assert cli.main(["coverage", "--out", "x.md", "--only", "abs"]) == 0

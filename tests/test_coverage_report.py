@@ -5,8 +5,8 @@ copies a count by hand."""
 import re
 from pathlib import Path
 
-from realify import coverage
-from realify.coverage import OpStatus
+from realify.tools import coverage
+from realify.tools.coverage import OpStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "coverage.md"

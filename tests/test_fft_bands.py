@@ -1,4 +1,4 @@
-"""Inverse real FFTs of spectra that are zero beyond a band (realify/fft_bands.py): the compile
+"""Inverse real FFTs of spectra that are zero beyond a band (realify/passes/fft_bands.py): the compile
 backend transforms only the band, and values and gradients stay eager's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 import realify
 from backend_support import RecordingInner
-from realify.ops import fft_c2r
+from realify.runtime.ops import fft_c2r
 
 C2R = torch.ops.realify.fft_c2r.default
 
@@ -235,7 +235,7 @@ def test_forward_transform_cut_by_the_fft_where_a_gemm_does_not_pay(monkeypatch,
     # the one-dimensional r2c of all bins, cut to the band, then the band's c2c: the full
     # transform's bits (here for a last transformed dim that is not the tensor's last, or with
     # the GEMM ruled out)
-    import realify.fft_bands as fft_bands
+    import realify.passes.fft_bands as fft_bands
     monkeypatch.setattr(fft_bands, "gemm_pays", lambda m, n, inverse: False)
     torch.manual_seed(0)
     x = torch.randn(2, 8, 12, 5, requires_grad=True)

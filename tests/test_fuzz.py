@@ -553,8 +553,8 @@ class Builder:
             self.emit(f"torch.complex({v.name}.imag, {v.name}.real)", v.bound, signed=v.signed)
 
     def op_autograd(self) -> None:
-        """What cuts, replaces or observes the gradient path (realify/grad_semantics.py,
-        realify/custom_functions.py): a stop-gradient, a grad-mode region, a custom Function whose
+        """What cuts, replaces or observes the gradient path (realify/engine/grad_semantics.py,
+        realify/engine/custom_functions.py): a stop-gradient, a grad-mode region, a custom Function whose
         backward is not its forward's derivative, a hook on an intermediate."""
         v = self.pick()
         kinds = ["detach", "no_grad", "inference_mode", "set_grad_enabled", "reversal", "function", "passthrough"]

@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_flatten
 
 import realify
 from known_failures import FACTORIZATIONS, NO_RULE_YET
-from realify.opinfo import assert_matches, complex_ops, flatten_sample, no_test_case_lookup, op_id
+from realify.tools.opinfo import assert_matches, complex_ops, flatten_sample, no_test_case_lookup, op_id
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
@@ -103,7 +103,7 @@ def test_island_under_inductor_matches_eager(op, caplog):
         actual = realify.compile(program, inner="inductor", strict=False, dynamic=False)(*compiled_inputs)
     assert any("eager island" in r.getMessage() for r in caplog.records), f"{name} compiled without an island"
 
-    # the same tolerances as the OpInfo table (realify.opinfo._tolerance)
+    # the same tolerances as the OpInfo table (realify.tools.opinfo._tolerance)
     assert_matches(actual, expected)
     assert bool(_differentiable(expected, sample)) == (name not in NOT_DIFFERENTIABLE)
     if name in NOT_DIFFERENTIABLE:
@@ -116,8 +116,8 @@ def test_island_under_inductor_matches_eager(op, caplog):
 def test_each_listed_op_runs_as_an_island():
     """Decompose (islands allowed) each listed op's first sample: an op that gained a rule
     leaves this list, and the table tests then cover it."""
-    from realify.islands import island_call, islands_in
-    from realify.opinfo import sample_program
+    from realify.engine.islands import island_call, islands_in
+    from realify.tools.opinfo import sample_program
 
     without = []
     for name, op in _listed_ops().items():
@@ -141,7 +141,7 @@ def test_island_first_call_under_a_dispatch_mode():
             return func(*args, **(kwargs or {}))
 
     z = torch.randn(2, 4, 4, dtype=torch.complex64)
-    gm = realify.decompose(torch.linalg.pinv, [z], on_missing=realify.islands.island_call)
+    gm = realify.decompose(torch.linalg.pinv, [z], on_missing=realify.engine.islands.island_call)
     with PassThrough():
         (out,) = gm(z)
     torch.testing.assert_close(out, torch.linalg.pinv(z), rtol=1.3e-5, atol=1e-5)
@@ -168,7 +168,7 @@ def test_island_warning_and_log_point_at_the_users_line(monkeypatch, caplog):
     inside realify), and the backend's log line carries no second "realify:" prefix."""
     import inspect
 
-    monkeypatch.setattr(realify.islands, "_WARNED", set())  # warned once per op per process
+    monkeypatch.setattr(realify.engine.islands, "_WARNED", set())  # warned once per op per process
 
     def f(z):
         return torch.linalg.det(z) * 2

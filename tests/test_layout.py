@@ -14,8 +14,8 @@ import realify
 from backend_support import RecordingInner
 from realify.bench.workloads import SpectralConv2d, apply_rotary_emb, rotary_freqs
 from realify.backend import SMALL_INPUT
-from realify.layout import PAIRS_GEMM_INTENSITY, PAIRS_GEMM_MIN_INNER
-from realify.ops import cmm_pairs, cmul_pairs
+from realify.passes.layout import PAIRS_GEMM_INTENSITY, PAIRS_GEMM_MIN_INNER
+from realify.runtime.ops import cmm_pairs, cmul_pairs
 
 
 def _targets(gm: torch.fx.GraphModule) -> set[str]:
@@ -227,7 +227,7 @@ def test_rotary_runs_on_pairs_and_matches_eager(interleaved):
 
 
 def test_layout_pass_keeps_pairs_through_views_and_decides_products():
-    # rules compute on planar parts; the layout pass (realify/layout.py) keeps a value made
+    # rules compute on planar parts; the layout pass (realify/passes/layout.py) keeps a value made
     # with view_as_complex as its pairs through views (no stack back into pairs) and, asked,
     # runs its products on the pairs
     def f(x, w):
@@ -296,7 +296,7 @@ def test_fft_read_by_a_product_on_pairs_computes_pairs():
     targets = _targets(gm)
     assert {"realify.fft_r2c_pairs.default", "realify.cmm_pairs.default"} <= targets, gm.code
     assert "realify.fft_r2c.default" not in targets and "aten.stack.default" not in targets, gm.code
-    got = realify.boundary.RealCall(gm, gm.realify_signature)(x, w)
+    got = realify.runtime.boundary.RealCall(gm, gm.realify_signature)(x, w)
     torch.testing.assert_close(got, _modes_mixed(x, w), rtol=1e-5, atol=1e-5)
 
 
@@ -358,7 +358,7 @@ def test_writes_of_pairs_into_pairs_stay_pairs():
     assert {"aten.slice_scatter.default", "aten.select_scatter.default"} <= targets, gm.code
     assert "aten.stack.default" not in targets, gm.code
     got_out = out.clone()
-    got = realify.boundary.RealCall(gm, gm.realify_signature)(got_out, z, block)
+    got = realify.runtime.boundary.RealCall(gm, gm.realify_signature)(got_out, z, block)
     expected = _modes_written(out, z, block)
     got_pairs, expected_pairs = torch.view_as_real(got_out), torch.view_as_real(out)
     torch.testing.assert_close(got_pairs, expected_pairs, rtol=0, atol=0, equal_nan=True)
@@ -716,7 +716,7 @@ def test_gemm_operands_reach_blas_with_a_unit_stride(monkeypatch):
     model, x = SpectralConv2d(8, 8, 4), torch.randn(2, 8, 16, 16)
     compiled = realify.compile(model)
     # the real bmm of planes: this small contraction would otherwise run on the pairs
-    monkeypatch.setattr(realify.layout, "PAIRS_GEMM_INTENSITY", 0)
+    monkeypatch.setattr(realify.passes.layout, "PAIRS_GEMM_INTENSITY", 0)
 
     def step(run):
         model.zero_grad()

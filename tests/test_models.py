@@ -141,7 +141,7 @@ def test_fno_block_trains_like_eager(inner):
     rec = _inner(inner)
     _assert_trains_like_eager(model, rec, (x,), target, F.mse_loss, steps=3)
     # only the kept modes' columns are transformed: their c2c over the rows as an FFT, the
-    # columns' r2c and c2r as GEMMs with the DFT matrix of the band (realify/fft_bands.py)
+    # columns' r2c and c2r as GEMMs with the DFT matrix of the band (realify/passes/fft_bands.py)
     _check_graphs(rec, {"fft_c2c_pairs"})
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from known_failures import COMPILE, DECOMPOSE, EAGER, EXPORT, FIRST_SAMPLE_PASSES, INDUCTOR, NO_GRAPH
-from realify.opinfo import (DTYPES, GEMM_OPS, MAX_SAMPLES, NONDETERMINISTIC, NoGraphCaptured, assert_matches, call_sample,
+from realify.tools.opinfo import (DTYPES, GEMM_OPS, MAX_SAMPLES, NONDETERMINISTIC, NoGraphCaptured, assert_matches, call_sample,
                             complex_ops, op_id, run_compile, run_decompose, run_eager_complex_tensor, run_export,
                             run_inductor, samples)
 

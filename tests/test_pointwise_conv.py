@@ -1,4 +1,4 @@
-"""1x1 convolutions on CPU as batched matrix products (realify/pointwise_conv.py): values and
+"""1x1 convolutions on CPU as batched matrix products (realify/passes/pointwise_conv.py): values and
 gradients against eager's convolution, special values included, and which convolutions the
 decomposition takes (forward and backward) and which it leaves to ATen."""
 

@@ -11,7 +11,7 @@ from torch.utils._pytree import tree_unflatten
 
 import realify
 from realify import ComplexTensor
-from realify.gauss import gauss_products
+from realify.passes.gauss import gauss_products
 from realify.tensor import unwrap_complex, wrap_complex
 
 aten = torch.ops.aten
@@ -102,7 +102,7 @@ def assert_close_to_eager(actual, expected, product, a, b, n):
 def count_real_products(fn, *args) -> int:
     """How many real mm/bmm/mv/dot ops ``fn`` runs on (re, im) tensor arguments in a traced
     graph: traced with make_fx (the ComplexTensor dispatch happens inside, so the graph is real),
-    then the choice of real products every traced front end makes (realify/gauss.py)."""
+    then the choice of real products every traced front end makes (realify/passes/gauss.py)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     gm = make_fx(fn, tracing_mode="fake")(*args)
@@ -218,7 +218,7 @@ def test_dot_vdot_cross(multiplications, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_real_times_complex_uses_two_products(multiplications, dtype):
     torch.manual_seed(5)
-    real = torch.randn(6, 16, dtype=realify._dtypes.real_dtype(dtype))
+    real = torch.randn(6, 16, dtype=realify.runtime.dtypes.real_dtype(dtype))
     z = crandn(16, 4, dtype=dtype)
 
     def real_times_complex(r, zr, zi):
@@ -273,7 +273,7 @@ GAUSS_CASES = {
 @pytest.mark.parametrize("name", list(GAUSS_CASES))
 def test_traced_products_take_gauss_form_where_compute_bound(name):
     # the rules write the textbook 4 products; every traced front end trades one for additions
-    # where the product is a GEMM (realify/gauss.py), with gemm_multiplications=3
+    # where the product is a GEMM (realify/passes/gauss.py), with gemm_multiplications=3
     program, product, products, compute_bound = GAUSS_CASES[name]
     torch.manual_seed(3)
     a, b = crandn(8, 16, dtype=torch.complex128), crandn(16, 5, dtype=torch.complex128)
@@ -333,7 +333,7 @@ def _adversarial(m: int, n: int, p: int, t: float, dtype=torch.complex64):
     cancelling T3 = (1+t)(1-t) XY against T1 + T2 = (1 - t^2) XY: 3M's Im error grows like t^2 u,
     4M's like t u (its terms X(-tY) and (tX)Y cancel at size t)."""
     x, y = torch.randn(m, n), torch.randn(n, p)
-    rd = realify._dtypes.real_dtype(dtype)
+    rd = realify.runtime.dtypes.real_dtype(dtype)
     a = torch.complex(x.to(rd), (t * x).to(rd))
     b = torch.complex(y.to(rd), (-t * y).to(rd))
     return a, b

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import realify
-import realify.ops  # noqa: F401  (registers the realify:: custom ops)
+import realify.runtime.ops  # noqa: F401  (registers the realify:: custom ops)
 from realify import ComplexTensor
 from realify.rules import apply_rule
 from realify.tensor import unwrap_complex, wrap_complex
@@ -250,7 +250,7 @@ def test_fft_gradients(front_end, name):
 def test_fft_custom_op_adjoints(n, norm):
     # first and second derivatives of the ops (pairs in, planar out), numerically (float64)
     gradcheck = torch.autograd.gradcheck
-    ops = realify.ops
+    ops = realify.runtime.ops
     pairs = rand(3, n, 2, dtype=torch.float64, seed=1).requires_grad_()
     for c2c in (ops.fft_c2c, ops.fft_c2c_pairs):
         for forward in (True, False):
@@ -274,7 +274,7 @@ def _rfft_loss(ndim):
 @pytest.mark.parametrize("n", [8, 7])
 @pytest.mark.parametrize("ndim", [1, 2])
 def test_rfft_gradient_special_values(fresh_dynamo, ndim, n):
-    """rfft's backward runs as a c2r of the halved gradient (realify/ops.py), eager's as the
+    """rfft's backward runs as a c2r of the halved gradient (realify/runtime/ops.py), eager's as the
     padded c2c: nan and inf in the gradient of the bins c2r treats apart (bin 0, the Nyquist
     bin) and of one they both count, against eager. Both algorithms leave the same elements
     non-finite; where eager's twiddle factor is an exact zero, eager's inf * 0 makes nan where
@@ -319,7 +319,7 @@ def test_rfft_backward_is_a_c2r(fresh_dynamo):
 def test_fft_custom_ops_match_aten():
     # each op is the aten primitive on torch.view_as_complex(pairs), negative dims included;
     # complex results come back planar
-    ops = realify.ops
+    ops = realify.runtime.ops
     pairs, x = rand(4, 7, 2, dtype=torch.float64), rand(4, 9, dtype=torch.float64)
     z = torch.view_as_complex(pairs)
 
@@ -341,7 +341,7 @@ def test_fft_custom_ops_fake_shapes():
     # the fake implementations agree with the eager ones
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    ops = realify.ops
+    ops = realify.runtime.ops
     pairs, x = rand(4, 7, 2, dtype=torch.float64), rand(4, 9, dtype=torch.float64)
     calls = [lambda p, r: ops.fft_c2c(p, [0, 1], 2, False), lambda p, r: ops.fft_r2c(r, [0, -1], 1, True),
              lambda p, r: ops.fft_r2c(r, [1], 0, False), lambda p, r: ops.fft_c2r(p, [1], 0, 12),

@@ -10,8 +10,11 @@ in-place (``op_``) and ``out=`` variants through their functional rule, then PyT
 decompositions (composite ops), and finally :class:`MissingRuleError` naming the op.
 """
 
+from ..runtime.complex_tensor import answer_aten_ops_with
 from ._planar import complex_like, make_complex, parts, promoted, result_dtype
 from ._registry import Rule, apply_rule, describe_rule, lookup, register, register_each
+
+answer_aten_ops_with(apply_rule)
 
 __all__ = ["Rule", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex", "parts", "promoted", "register",
            "register_each", "result_dtype"]

@@ -197,47 +197,8 @@ LN2 = math.log(2.0)
 LN10 = math.log(10.0)
 
 
-# ---- the eager ComplexTensor front end ------------------------------------------------------
-# A ComplexTensor is differentiated above its rules, by PyTorch's formulas run as ComplexTensor
-# ops; those formulas mix Python numbers into complex arithmetic (``1 - z * z``), which
-# realify's rules compute as C99 does (docs/numerics.md), so a signed zero on a branch cut
-# could flip the side the formula evaluates. The functions below are differentiated by their
-# Formula instead, on the parts, exactly as in the traced front ends.
-
+# The functions of one complex argument that the eager front end (realify/tensor.py)
+# differentiates by their formula rather than by PyTorch's
 UNARY_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos",
                    "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "sigmoid",
                    "sinc", "reciprocal", "sgn", "abs", "angle")
-
-
-class _Parts(torch.autograd.Function):
-    """A ComplexTensor's (re, im) parts, their gradients flowing back as one ComplexTensor."""
-
-    @staticmethod
-    def forward(ctx, z):
-        return z.re.view_as(z.re), z.im.view_as(z.im)
-
-    @staticmethod
-    def backward(ctx, grad_re, grad_im):
-        from ..tensor import ComplexTensor
-
-        return ComplexTensor(grad_re, grad_im)
-
-
-def differentiable_parts(z) -> tuple[Tensor, Tensor]:
-    """A ComplexTensor's (re, im), their gradients flowing back to it as one ComplexTensor."""
-    return _Parts.apply(z)
-
-
-def torch_function(func, args, kwargs):
-    """``func(*args, **kwargs)`` on a ComplexTensor that requires grad, differentiated by its
-    Formula; NotImplemented for every other call."""
-    from ..tensor import ComplexTensor
-
-    name = getattr(func, "__name__", None)
-    if kwargs or len(args) != 1 or name not in UNARY_FUNCTIONS or func not in (getattr(torch, name, None), getattr(torch.Tensor, name)):
-        return NotImplemented
-    (z,) = args
-    if not (isinstance(z, ComplexTensor) and z.requires_grad and torch.is_grad_enabled()):
-        return NotImplemented
-    out = pointwise(name, list(_Parts.apply(z)), [])
-    return ComplexTensor(*out) if _formula(name).complex_output else out[0]

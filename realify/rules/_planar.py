@@ -10,8 +10,8 @@ from typing import Any, Callable
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from .._dtypes import complex_dtype, real_dtype
-from ..tensor import ComplexTensor, as_complex_tensor
+from ..runtime.dtypes import complex_dtype, real_dtype
+from ..runtime.complex_tensor import ComplexTensor, as_complex_tensor
 
 Part = Any  # a real tensor, a Python float, or None (an exact zero)
 
@@ -39,7 +39,7 @@ def parts(x: Any, dtype: torch.dtype | None = None) -> tuple[Part, Part]:
 
 def pairs_of(x: Any) -> torch.Tensor:
     """x as one real ``(..., 2)`` tensor of (re, im) pairs: one stack of its parts (where they
-    are the parts of such a tensor already, realify/layout.py takes that tensor instead)."""
+    are the parts of such a tensor already, realify/passes/layout.py takes that tensor instead)."""
     re, im = parts(as_complex_tensor(x))
     return torch.stack([re, torch.zeros_like(re) if im is None else im], dim=-1)
 

@@ -13,7 +13,7 @@ from . import register
 from ._derivative import C, apply, holomorphic
 from ._algebra import cdiv, cmul, padd, pneg, psub
 from ._planar import complex_like, parts, promoted
-from ..tensor import ComplexTensor
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -51,7 +51,7 @@ def rsub(self, other, *, alpha=None):
 @register(aten.mul.Tensor, aten.mul.Scalar)
 @promoted("self", "other")
 def mul(self, other):
-    # (a + bi)(c + di) = (ac - bd) + (ad + bc)i  (on (re, im) pairs where realify/layout.py says so)
+    # (a + bi)(c + di) = (ac - bd) + (ad + bc)i  (on (re, im) pairs where realify/passes/layout.py says so)
     return cmul(*self, *other)
 
 

@@ -20,7 +20,7 @@ import torch
 from . import register
 from ._planar import pairs_of, parts
 from ..errors import MissingRuleError
-from ..tensor import ComplexTensor
+from ..runtime.complex_tensor import ComplexTensor
 
 # reductions defined on complex values (eager's process groups refuse max, min and product)
 _LINEAR_REDUCTIONS = ("sum", "avg")

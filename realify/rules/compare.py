@@ -12,8 +12,8 @@ import torch
 
 from . import register
 from ._planar import complex_like, parts, promoted, result_dtype
-from .._dtypes import real_dtype
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

@@ -9,7 +9,7 @@ aten.convolution_backward is needed (traced graphs differentiate the real convol
 A convolution is bilinear in (input, weight), so the complex product expands into real
 convolutions of the parts exactly like a complex matrix product (the shared
 :func:`realify.rules._algebra.complex_product`): 4, or 2 when only one side is complex (the
-traced graph may trade one of the 4 for additions: realify/gauss.py). Stride, padding,
+traced graph may trade one of the 4 for additions: realify/passes/gauss.py). Stride, padding,
 dilation, groups, transposition and output_padding pass through unchanged to every real
 convolution.
 """

@@ -9,9 +9,9 @@ import torch
 from . import register, register_each
 from ._derivative import C, apply, formula
 from ._planar import complex_like, make_complex, pairs_of, parts, partwise
-from .._dtypes import real_dtype
-from ..ops import fusion_barrier, stop_gradient, straight_through
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
+from ..runtime.ops import fusion_barrier, stop_gradient, straight_through
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -48,7 +48,7 @@ def neg_view(self):
     return ComplexTensor(-re, -im)
 
 
-# each part through the op: detach, copy, a fusion barrier, a stop-gradient (realify/ops.py)
+# each part through the op: detach, copy, a fusion barrier, a stop-gradient (realify/runtime/ops.py)
 register_each((aten.detach.default, aten.alias_copy.default, aten.lift_fresh_copy.default, fusion_barrier._opoverload,
                stop_gradient._opoverload), partwise)
 

@@ -20,8 +20,8 @@ import torch
 from . import register, register_each
 from ._planar import combine_parts, parts, result_dtype
 from .shape import both_parts, functional_overloads, tensors_in
-from .._dtypes import complex_dtype, real_dtype
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import complex_dtype, real_dtype
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

@@ -2,7 +2,7 @@
 
 fft/ifft/fftn/hfft/... become ``_fft_c2c`` / ``_fft_r2c`` / ``_fft_c2r`` plus shape ops,
 conjugation and scaling (which have their own rules), so these three rules cover the family.
-Each one runs a custom op of :mod:`realify.ops` (complex inputs as (re, im) pairs, outputs
+Each one runs a custom op of :mod:`realify.runtime.ops` (complex inputs as (re, im) pairs, outputs
 planar): the real graph keeps one opaque FFT node per transform, differentiable through the
 ops' own real adjoints.
 """
@@ -13,8 +13,8 @@ import torch
 
 from . import register
 from ._planar import pairs_of
-from .. import ops
-from ..tensor import ComplexTensor
+from ..runtime import ops
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

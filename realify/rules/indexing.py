@@ -16,7 +16,7 @@ from ._algebra import cmul
 from ._planar import parts
 from .reductions import on_nonzero
 from .shape import both_parts, functional_overloads, planar
-from ..tensor import ComplexTensor
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

@@ -6,7 +6,7 @@ form ``(Ar + Ai i) ⋆ (Br + Bi i) = (Ar⋆Br - Ai⋆Bi) + (Ar⋆Bi + Ai⋆Br) i
 imaginary part) costs two real products: ``A ⋆ (Br + Bi i) = A⋆Br + (A⋆Bi) i``.
 
 Whether a matrix-matrix product spends three real products instead (Gauss: ``Im = (Ar+Ai)⋆
-(Br+Bi) - Ar⋆Br - Ai⋆Bi``) is decided on the traced graph (realify/gauss.py,
+(Br+Bi) - Ar⋆Br - Ai⋆Bi``) is decided on the traced graph (realify/passes/gauss.py,
 ``realify.config.gemm_multiplications``), not here; docs/numerics.md ("Complex GEMM: 3M vs
 4M") derives the error bound of each form.
 
@@ -22,8 +22,8 @@ import torch
 from . import register
 from ._algebra import cmul, complex_product, padd, pneg
 from ._planar import parts, promoted, result_dtype
-from .._dtypes import real_dtype
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 Part = Any

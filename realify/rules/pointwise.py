@@ -27,8 +27,8 @@ from . import register, register_each
 from ._algebra import cdiv, cmul
 from ._derivative import C, apply, formula, holomorphic
 from ._planar import complex_like, parts, promoted, result_dtype
-from .._dtypes import real_dtype
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

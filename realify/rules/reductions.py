@@ -21,8 +21,8 @@ import torch
 from . import register, register_each
 from ._algebra import cmul, psub
 from ._planar import parts, partwise, promoted
-from .._dtypes import real_dtype
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

@@ -21,8 +21,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import register, register_each
 from ._planar import combine_parts, parts, result_dtype
-from .._dtypes import REAL_TO_COMPLEX, real_dtype
-from ..tensor import ComplexTensor
+from ..runtime.dtypes import REAL_TO_COMPLEX, real_dtype
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

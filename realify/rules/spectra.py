@@ -23,23 +23,19 @@ them even for ``eigvalsh``/``svdvals`` whenever a gradient may be needed, which 
 every traced call and every call on a tensor subclass, only for its own backward; realify
 differentiates the real solver instead. Each front end therefore tells the op that nothing
 reads its vectors where that is so (:data:`OPTIONAL_VECTORS`): a traced graph by its readers
-(realify/passes.py, ``unread_outputs_not_asked``), the eager ComplexTensor by the public
-function called, whose result holds values only (:data:`VALUES_ONLY`, :func:`values_only`).
+(realify/passes/cleanup.py, ``unread_outputs_not_asked``), the eager ComplexTensor by the public
+function called, whose result holds values only (realify/tensor.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-
 import torch
 
 from . import register
-from ._derivative import differentiable_parts
 from ._planar import parts
 from .linalg import embed_parts
 from ..errors import MissingRuleError
-from ..tensor import ComplexTensor
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -49,51 +45,6 @@ OPTIONAL_VECTORS = {
     aten._linalg_eigh.default: ("compute_v", {1}),
     aten._linalg_svd.default: ("compute_uv", {0, 2}),
 }
-
-# Public functions whose result holds eigen- or singular values only (never vectors): every
-# spectral op they call inside has unread vectors
-VALUES_ONLY = frozenset({torch.linalg.svdvals, torch.linalg.eigvalsh, torch.linalg.matrix_norm, torch.linalg.norm,
-                         torch.norm, torch.Tensor.norm, torch.nuclear_norm, torch.linalg.cond,
-                         torch.linalg.matrix_rank})
-_VECTORS_UNREAD = contextvars.ContextVar("realify_vectors_unread", default=False)
-
-
-@contextlib.contextmanager
-def values_only():
-    """Within: every spectral op's vectors are unread (a :data:`VALUES_ONLY` function runs)."""
-    token = _VECTORS_UNREAD.set(True)
-    try:
-        yield
-    finally:
-        _VECTORS_UNREAD.reset(token)
-
-
-def torch_function(func, args: tuple, kwargs: dict, call):
-    """A :data:`VALUES_ONLY` function called on the eager ComplexTensor: ``call()`` within
-    :func:`values_only`; where a gradient is needed, ``svdvals``/``eigvalsh`` differentiated
-    through the real solver (as the traced front ends do), while the other functions keep ATen's
-    backward, which reads the vectors (NotImplemented: MissingRuleError names them).
-    NotImplemented for every other function."""
-    if func not in VALUES_ONLY:
-        return NotImplemented
-    if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                            for a in (*args, *kwargs.values()))):
-        with values_only():
-            return call()
-    if func is torch.linalg.svdvals and set(kwargs) <= {"driver"}:
-        return singular_values(*differentiable_parts(args[0]))
-    if func is torch.linalg.eigvalsh and set(kwargs) <= {"UPLO"}:
-        return hermitian_eigenvalues(*differentiable_parts(args[0]), *args[1:], **kwargs)
-    return NotImplemented
-
-
-def vectors_unread(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The arguments of ``func``, asking for no vectors where it is a spectral op called within
-    :func:`values_only`."""
-    if func not in OPTIONAL_VECTORS or not _VECTORS_UNREAD.get():
-        return args, kwargs
-    return no_vectors_asked(func, args, kwargs)
-
 
 def no_vectors_asked(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments of the spectral op ``func`` with its vectors flag (``OPTIONAL_VECTORS``)

@@ -20,15 +20,15 @@ from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
+from ..runtime.boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
 from .dynamo_graph import source_line
 from .custom_functions import custom_function, planar_function_call
-from .errors import DECOMPOSE_ADVICE, MissingRuleError
-from .ops import stop_gradient
-from .passes import keep_unread
-from .rules import apply_rule
-from .rules._planar import pairs_of
-from .tensor import ComplexTensor
+from ..errors import DECOMPOSE_ADVICE, MissingRuleError
+from ..runtime.ops import stop_gradient
+from ..passes.cleanup import keep_unread
+from ..rules import apply_rule
+from ..rules._planar import pairs_of
+from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -127,7 +127,7 @@ class PlanarInterpreter(fx.Interpreter):
 
     def call_function(self, target, args, kwargs):
         if target is aten.detach.default:
-            # the program's stop-gradients (realify/grad_semantics.py): make_fx would record
+            # the program's stop-gradients (realify/engine/grad_semantics.py): make_fx would record
             # aten.detach as aten.alias, which autograd differentiates through
             target = stop_gradient._opoverload
         complex_op = isinstance(target, (OpOverload, HigherOrderOperator)) and self._touches_complex(args, kwargs)

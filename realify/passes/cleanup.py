@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 from torch._ops import OpOverload
 
-from .ops import fusion_barrier, stop_gradient
+from ..runtime.ops import fusion_barrier, stop_gradient
 
 aten = torch.ops.aten
 
@@ -138,7 +138,7 @@ def stop_gradients_as_detach(gm: fx.GraphModule) -> None:
 def unread_outputs_not_asked(gm: fx.GraphModule) -> None:
     """Where nothing reads a spectral op's vectors (rules/spectra.py, ``OPTIONAL_VECTORS``),
     the op is asked not to compute them, so that its rule needs no formula for them."""
-    from .rules.spectra import OPTIONAL_VECTORS, no_vectors_asked
+    from ..rules.spectra import OPTIONAL_VECTORS, no_vectors_asked
 
     for module in gm.modules():  # control flow's branches and bodies too
         if not isinstance(module, fx.GraphModule):

@@ -13,7 +13,7 @@ SIZES = ("small", "large")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .bench import runner, workloads
+    from ..bench import runner, workloads
 
     parser = argparse.ArgumentParser(prog="python -m realify",
                                      description="realify: complex PyTorch programs on real-only compilers.")
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
-    coverage = sub.add_parser("coverage", help="which complex ops have rules (realify.coverage)", add_help=False)
+    coverage = sub.add_parser("coverage", help="which complex ops have rules (realify.tools.coverage)", add_help=False)
     coverage.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
@@ -59,7 +59,7 @@ def _version() -> str:
 
     import torch
 
-    from . import __version__
+    from .. import __version__
 
     return f"realify {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
 
@@ -67,7 +67,7 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["coverage"]:
-        # realify.coverage parses its own options (a REMAINDER argument would refuse a leading one)
+        # realify.tools.coverage parses its own options (a REMAINDER argument would refuse a leading one)
         return coverage(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "bench":
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from .bench import report, runner
+    from ..bench import report, runner
 
     try:
         cases = runner.select(args.only, train=args.train)
@@ -114,7 +114,7 @@ def bench(args: argparse.Namespace) -> int:
 def _explain_problems(rows) -> None:
     """Every failed, wrong or skipped run in full, and whose code it was: the table cuts its
     status column short."""
-    from .bench import runner
+    from ..bench import runner
 
     problems = [r for r in rows if r.status != "ok"]
     if not problems:
@@ -130,7 +130,7 @@ def _explain_problems(rows) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from .bench import runner, workloads
+    from ..bench import runner, workloads
 
     print("realify demo: each example runs eagerly on complex tensors and through "
           "torch.compile(backend='realify'), which hands Inductor a real-only graph.\n")
@@ -169,9 +169,9 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def coverage(argv: Sequence[str]) -> int:
-    if importlib.util.find_spec("realify.coverage") is None:
-        print("realify coverage: the realify.coverage module is missing from this installation", file=sys.stderr)
+    if importlib.util.find_spec("realify.tools.coverage") is None:
+        print("realify coverage: the realify.tools.coverage module is missing from this installation", file=sys.stderr)
         return 2
-    module = importlib.import_module("realify.coverage")
+    module = importlib.import_module("realify.tools.coverage")
     result = module.main(list(argv))
     return result if isinstance(result, int) else 0

@@ -18,7 +18,7 @@ Two steps, one per stage of :func:`realify.decompose`:
 - on the real graph, :func:`lower_precision_products` casts the operands of each tagged real
   product to that dtype and its result back to float32.
 
-Products stay in the textbook four-product form (realify/gauss.py leaves tagged products
+Products stay in the textbook four-product form (realify/passes/gauss.py leaves tagged products
 alone): Gauss's three-product form computes the imaginary part as a difference of products
 whose size is that of the operands, not of the result, and at bfloat16's unit roundoff that
 cancellation loses every bit of a small imaginary part (docs/numerics.md, "Complex mixed
@@ -40,8 +40,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .passes import call_on_fakes
-from .rules.conv import spatial_list
+from .cleanup import call_on_fakes
+from ..rules.conv import spatial_list
 
 aten = torch.ops.aten
 

@@ -22,7 +22,7 @@ from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch.utils._pytree import tree_leaves
 
 from .grad_semantics import GradSemantics
-from .ops import fusion_barrier
+from ..runtime.ops import fusion_barrier
 
 
 class DynamoGraphRunner(fx.Interpreter):
@@ -45,7 +45,7 @@ class DynamoGraphRunner(fx.Interpreter):
     Either way the complex combine of a linear recurrence (``(a1 a2, a2 b1 + b2)``, as in LRU
     and S5 models) planarizes like any other code and compiles into fused real kernels. The
     results of each outermost vmap, and of each such combine step, pass through
-    ``realify::fusion_barrier`` (realify/ops.py): Inductor stores them rather than inlining
+    ``realify::fusion_barrier`` (realify/runtime/ops.py): Inductor stores them rather than inlining
     a log-depth scan's levels into one another."""
 
     # functorch's level arguments, by position; looked up by name because torch 2.11's
@@ -89,7 +89,7 @@ class DynamoGraphRunner(fx.Interpreter):
         result = super().call_function(target, args, kwargs)
         if target is predispatch._remove_batch_dim and args[1] == self.level_offset + 1:
             # the result of an outermost vmap (each step of a log-depth scan): stored, not
-            # inlined into its readers (realify/ops.py, "fusion barrier")
+            # inlined into its readers (realify/runtime/ops.py, "fusion barrier")
             return fusion_barrier(result)
         return result
 

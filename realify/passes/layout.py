@@ -50,7 +50,7 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    the graph (at a graph break, or as an output) costs no copy.
 
 Rules 1, 2 and 4 change no value and no layout a caller can see (the graph's outputs are laid out
-by realify/boundary.py); rule 3 changes how a product rounds only as ATen's complex kernel
+by realify/runtime/boundary.py); rule 3 changes how a product rounds only as ATen's complex kernel
 (or BLAS's complex GEMM) rounds it: eager's rounding.
 """
 
@@ -64,9 +64,9 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from . import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
+from ..runtime import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
 from .autocast import tagged_dtype
-from .passes import call_on_fakes, keep_unread
+from .cleanup import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
 
@@ -385,7 +385,7 @@ def _only_restacked(parts: list[fx.Node]) -> bool:
     """Whether every use of ``parts``, through views and rolls of them, puts them back into
     pairs: a stack of two values into pairs that something reads as pairs (a part of the
     stack read back is a part again, followed in turn), or a copy into a part of pairs (an
-    output written with eager's strides, realify/boundary.py ``leave``)."""
+    output written with eager's strides, realify/runtime/boundary.py ``leave``)."""
     todo, read_as_pairs = list(parts), False
     while todo:
         node = todo.pop()

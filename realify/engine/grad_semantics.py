@@ -11,7 +11,7 @@ autograd would, node by node, and writes what it decides into the trace:
 - a floating-point or complex value computed with grad disabled from values that require
   grad passes through ``aten.detach`` (the program's own ``detach`` is traced as it is); the
   planarizing trace turns each into ``realify::stop_gradient`` on each part, and decompose
-  hands the inner compiler ``aten.detach`` in its place (realify/ops.py);
+  hands the inner compiler ``aten.detach`` in its place (realify/runtime/ops.py);
 - a write that autograd does not record (with grad disabled, or through an alias that does
   not share the written tensor's gradient history: ``w.detach().mul_(2)``) leaves the
   gradient path of every tensor that requires grad and shares the memory as it was: its new
@@ -33,7 +33,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .ops import straight_through
+from ..runtime.ops import straight_through
 
 aten = torch.ops.aten
 

@@ -5,7 +5,7 @@ libraries run them one row at a time with strided loads; where only ``m`` bins o
 are nonzero (an inverse transform of a band) or read (a forward transform whose modes are
 cut), the ``2 m n`` multiply-adds of the dense DFT run as a GEMM at BLAS speed instead, faster
 on CPU for the band widths of spectral convolutions ("Measurements behind design choices",
-docs/benchmarks.md). realify/fft_bands.py decides where.
+docs/benchmarks.md). realify/passes/fft_bands.py decides where.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import torch
 import torch.fx as fx
 
-from .passes import call_on_fakes
+from .cleanup import call_on_fakes
 
 aten = torch.ops.aten
 prims = torch.ops.prims

@@ -21,7 +21,7 @@ padding).
 
 **The last dimension by a GEMM.** On CPU, the last dimension's transform of the band (the
 final ``c2r``, the first ``r2c``) is a real matrix product with the DFT matrix of the band's
-bins (realify/dft_matrix.py) where that is faster than the FFT library (:func:`gemm_pays`);
+bins (realify/passes/dft_matrix.py) where that is faster than the FFT library (:func:`gemm_pays`);
 elsewhere the inverse's last step stays a ``c2r``, padded inside the op.
 
 Knowing where a spectrum is zero is a small analysis on the graph (:func:`zero_from`): fills
@@ -52,9 +52,9 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from . import ops  # noqa: F401  (registers the realify:: ops used below)
+from ..runtime import ops  # noqa: F401  (registers the realify:: ops used below)
 from .dft_matrix import dft_matrix, with_imaginary_bin_0, without_imaginary_bin_0
-from .passes import call_on_fakes, keep_unread
+from .cleanup import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
 realify_ops = torch.ops.realify
@@ -102,7 +102,7 @@ def _band_only(graph: fx.Graph, c2r: fx.Node) -> bool:
             kept = call_on_fakes(graph, realify_ops.fft_c2c_pairs.default, kept, dims[:-1], normalization, False)
         if by_gemm:
             result = _c2r_by_gemm(graph, kept, normalization, last_size)
-        else:  # the op pads the bins past the band with zeros itself (realify/ops.py)
+        else:  # the op pads the bins past the band with zeros itself (realify/runtime/ops.py)
             result = call_on_fakes(graph, realify_ops.fft_c2r.default, kept, [band_dim], normalization, last_size)
     if result is None or result.meta["val"].shape != c2r.meta["val"].shape:
         return False  # what it made, nothing reads: dead code
@@ -115,7 +115,7 @@ def _c2r_by_gemm(graph: fx.Graph, band: fx.Node, normalization: int, n: int) -> 
     """The one-dimensional ``c2r`` of ``band`` (pairs, its last complex dim holding the first
     ``m`` bins of an ``n``-point signal's spectrum, the rest zero) as one real GEMM:
     ``band.reshape(-1, 2m) @ D`` (bin 0's imaginary part left out), ``D`` the matrix of
-    :func:`realify.dft_matrix.dft_matrix`."""
+    :func:`realify.passes.dft_matrix.dft_matrix`."""
     shape = list(band.meta["val"].shape)
     rows = without_imaginary_bin_0(graph, call_on_fakes(graph, aten.reshape.default, band, [-1, 2 * shape[-2]]))
     matrix = dft_matrix(graph, band.meta["val"], shape[-2], n, normalization, mirrored=True)

@@ -14,7 +14,7 @@ model's training step; docs/benchmarks.md, "Measurements behind design choices")
 - ``realify::fft_r2c(x, dim, normalization, onesided) -> (re, im)``       (aten._fft_r2c)
 - ``realify::fft_c2r(x, dim, normalization, last_dim_size) -> real``      (aten._fft_c2r)
 - ``realify::fft_c2c_pairs``, ``realify::fft_r2c_pairs``: the same transforms with the result
-  as contiguous pairs, where nothing but pairs is made of it (realify/layout.py decides: an
+  as contiguous pairs, where nothing but pairs is made of it (realify/passes/layout.py decides: an
   FFT whose result leaves the graph, through a graph break for instance, costs no copy)
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
 - ``realify::cmm_pairs(a, b, conj_a, conj_b) -> pairs``        (complex matrix product, mm/bmm)
@@ -216,7 +216,7 @@ def fft_c2r(x: torch.Tensor, dim: list[int], normalization: int, last_dim_size: 
     # x[n] = scale * sum_k X[k] exp(2 pi i k n / N) with X completed by Hermitian symmetry
     # X[N-k] = conj(X[k]) from the onesided input; N = last_dim_size, the result is real.
     # The input may hold fewer than N//2 + 1 bins along the last dim: the rest are zeros (as
-    # torch.fft.irfft's ``n`` pads; realify/fft_bands.py hands over only a band).
+    # torch.fft.irfft's ``n`` pads; realify/passes/fft_bands.py hands over only a band).
     # contiguous, as the fake implementation promises (aten's c2r may return other strides)
     z = torch.view_as_complex(_as_pairs(x))
     last = _last(z.dim(), dim)
@@ -258,7 +258,7 @@ fft_c2r.register_autograd(_c2r_backward, setup_context=_c2r_setup)
 # interleaved (re, im) pairs (Inductor's CPU code runs them as scalar loops). Where both
 # operands of a complex product already sit interleaved in memory — the rotary-embedding
 # pattern view_as_complex(x) * freqs -> view_as_real — this op runs the product on the pairs
-# with ATen's vectorized complex kernel instead (realify/layout.py decides when).
+# with ATen's vectorized complex kernel instead (realify/passes/layout.py decides when).
 
 
 @torch.library.custom_op("realify::cmul_pairs", mutates_args=())
@@ -306,7 +306,7 @@ cmul_pairs.register_autograd(_cmul_pairs_backward, setup_context=_cmul_pairs_set
 # Below a measured size, a complex GEMM costs less as BLAS's complex GEMM on the pairs than as
 # real GEMMs on planes: splitting the operands into planes and interleaving the result move
 # every element through memory, which the 3M method's saved multiplication repays only for
-# large products (realify/layout.py decides when).
+# large products (realify/passes/layout.py decides when).
 
 
 @torch.library.custom_op("realify::cmm_pairs", mutates_args=())
@@ -367,7 +367,7 @@ fusion_barrier = _copy_op("fusion_barrier")
 
 # ---- snapshot ------------------------------------------------------------------------------
 # A copy of a value for backward to keep when the value's own memory is written after the
-# call (realify/input_writes.py). Inductor removes aten.clone of a graph input as a no-op
+# call (realify/passes/input_writes.py). Inductor removes aten.clone of a graph input as a no-op
 # before partitioning, which would leave backward keeping the input itself; this op is not
 # removed, and Inductor lowers it to a clone it may still fold into the reads where nothing
 # keeps it (realify/inductor.py).
@@ -384,7 +384,7 @@ snapshot = _copy_op("snapshot")
 # not see (``with torch.no_grad(): w.mul_(0.9)`` on a tensor that requires grad) leaves the
 # tensor's gradient path as it was: its new value reaches later readers through
 # ``straight_through(new, old)``, whose gradient goes to the old value unchanged, as eager's
-# does (realify/grad_semantics.py).
+# does (realify/engine/grad_semantics.py).
 
 
 @torch.library.custom_op("realify::stop_gradient", mutates_args=())

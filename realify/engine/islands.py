@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from ._dtypes import complex_of, pairs_of
-from .tensor import ComplexTensor
+from ..runtime.dtypes import complex_of, pairs_of
+from ..runtime.complex_tensor import ComplexTensor
 
 log = logging.getLogger("realify")
 _REGISTRY: dict[str, "_Island"] = {}
@@ -173,7 +173,7 @@ eager_island.register_autograd(_backward, setup_context=_setup_context)
 def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = None, *, strict: bool = False):
     """Emit an eager island for ``op`` (called while tracing in the decompose engine);
     ``detail`` says why its rule declined, when it has one."""
-    from .errors import MissingRuleError
+    from ..errors import MissingRuleError
     from .dynamo_graph import source_line, source_location
 
     where = source_line(node)

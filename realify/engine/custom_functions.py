@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -30,7 +31,8 @@ from torch._higher_order_ops.utils import unique_graph_id
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, get_proxy_mode, track_tensor_tree
 from torch.utils._pytree import tree_map, tree_unflatten
 
-from .errors import MissingRuleError
+from ..errors import MissingRuleError
+from .dynamo_graph import source_line
 from .grad_semantics import written_tensors
 
 higher_order = torch.ops.higher_order
@@ -67,10 +69,10 @@ def _(key, args):
     return [torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device) for o in _FUNCTIONS[key].outputs]
 
 
-def functions_as_opaque_calls(gm: fx.GraphModule) -> fx.GraphModule:
+def functions_as_opaque_calls(gm: fx.GraphModule, decompose: Callable[..., fx.GraphModule]) -> fx.GraphModule:
     """``gm`` with each ``autograd_function_apply`` and ``register_hook`` node replaced by
-    ``realify::custom_function`` on the same operands (its graphs decomposed and kept by key);
-    ``gm`` itself where it has none."""
+    ``realify::custom_function`` on the same operands (its graphs decomposed by ``decompose``,
+    :func:`realify.decompose` itself, and kept by key); ``gm`` itself where it has none."""
     if not any(n.op == "call_function" and n.target in _RECORDED for n in gm.graph.nodes):
         return gm
     gm = fx.GraphModule(gm, _copy(gm.graph))
@@ -79,13 +81,13 @@ def functions_as_opaque_calls(gm: fx.GraphModule) -> fx.GraphModule:
         if node.target is _register_hook:
             tensor, hook, *free = node.args
             forward, backward = _hook_as_function(_module(gm, hook), len(free))
-            key = _decompose_function(forward, backward, [_value(a) for a in (tensor, *free)],
+            key = _decompose_function(decompose, forward, backward, [_value(a) for a in (tensor, *free)],
                                       {"non_differentiable_idx": [], "saved_for_backward_idx": []}, node)
             hooks.add(node, key)
             continue
         forward_node, backward_node, *operands = node.args
-        key = _decompose_function(_module(gm, forward_node), _module(gm, backward_node), [_value(a) for a in operands],
-                                  dict(node.kwargs), node)
+        key = _decompose_function(decompose, _module(gm, forward_node), _module(gm, backward_node),
+                                  [_value(a) for a in operands], dict(node.kwargs), node)
         with gm.graph.inserting_before(node):
             call = gm.graph.call_function(custom_function._opoverload, (key, list(operands)))
         call.meta = dict(node.meta)
@@ -157,8 +159,6 @@ class _Hooks:
             u.target is not custom_function._opoverload for u in r.users))
 
     def _refuse(self, node: fx.Node) -> None:
-        from .dynamo_graph import source_line
-
         raise MissingRuleError(_register_hook, where=source_line(node),
                                detail="a hook that reads a value computed from the hooked tensor, or computed after "
                                       "the hooked tensor's first reader with a write or a random draw",
@@ -188,13 +188,10 @@ def _value(x: Any) -> Any:
     return x.meta.get("example_value", x.meta.get("val")) if isinstance(x, fx.Node) else x
 
 
-def _decompose_function(forward: fx.GraphModule, backward: fx.GraphModule, operands: list[Any], options: dict,
-                        node: fx.Node) -> int:
+def _decompose_function(decompose: Callable[..., fx.GraphModule], forward: fx.GraphModule, backward: fx.GraphModule,
+                        operands: list[Any], options: dict, node: fx.Node) -> int:
     """Decompose a custom Function's graphs (complex values as ``(re, im)`` pairs at their edges)
     and keep them under a new key."""
-    from .decompose import decompose
-    from .dynamo_graph import source_line
-
     where = source_line(node)
     if options.get("dirty_idx"):
         raise MissingRuleError(higher_order.autograd_function_apply, where=where,

@@ -3,15 +3,15 @@
 Two traces, both under the caller's fake mode:
 
 1. **functionalize** the program to aten ops (``make_fx`` + ``functionalize``; a graph from
-   dynamo or torch.export runs through :class:`~realify.dynamo_graph.DynamoGraphRunner`), so
+   dynamo or torch.export runs through :class:`~realify.engine.dynamo_graph.DynamoGraphRunner`), so
    that views and in-place ops have exact semantics; in-place writes to inputs become extra
-   outputs (the caller writes them back; realify/passes.py);
-2. **planarize** (realify/planarize.py): re-run that functional graph with every complex value
+   outputs (the caller writes them back; realify/passes/cleanup.py);
+2. **planarize** (realify/engine/planarize.py): re-run that functional graph with every complex value
    held as a :class:`ComplexTensor`, each complex op through its planar rule, and trace the
    real ops that result.
 
 The layout in which complex inputs and outputs cross the graph's edges is the caller's choice
-(realify/boundary.py: ``"complex"``, ``"planar"`` or ``"interleaved"``).
+(realify/runtime/boundary.py: ``"complex"``, ``"planar"`` or ``"interleaved"``).
 """
 from __future__ import annotations
 
@@ -31,17 +31,17 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
-from . import config
-from .autocast import MarkAutocastProducts, lower_precision_products
-from .boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
+from .. import config
+from ..passes.autocast import MarkAutocastProducts, lower_precision_products
+from ..runtime.boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
 from .custom_functions import functions_as_opaque_calls, release_functions
 from .dynamo_graph import DynamoGraphRunner, SourceLines
-from .errors import InputMetadataChangeError, MissingRuleError
-from .gauss import gauss_products
+from ..errors import InputMetadataChangeError, MissingRuleError
+from ..passes.gauss import gauss_products
 from .grad_semantics import GradSemantics
-from .layout import place_pairs
-from .passes import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, stop_gradients_as_detach,
+from ..passes.layout import place_pairs
+from ..passes.cleanup import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, stop_gradients_as_detach,
                      strip_fusion_barriers, unread_outputs_not_asked)
 from .planarize import planarize, symbolic
 
@@ -68,7 +68,7 @@ def decompose(
     ``program`` is a GraphModule or any traceable callable; ``example_inputs`` are real or
     fake tensors (and Python scalars) it is called with. With the default ``"complex"``
     layouts the result takes and returns the same values as ``program``; complex values
-    exist only at its edges. The result's ``realify_signature`` (:class:`~realify.boundary.Boundary`) says
+    exist only at its edges. The result's ``realify_signature`` (:class:`~realify.runtime.boundary.Boundary`) says
     which inputs/outputs are complex and which inputs the program mutated (their new values
     follow the user outputs; with ``"complex"`` layouts they are written back in the graph).
     ``inputs`` may also give one layout per input ("planar" for some, "interleaved" for
@@ -80,7 +80,7 @@ def decompose(
 
     ``fusion_barriers=True`` keeps the ``realify::fusion_barrier`` ops that mark each step of
     a log-depth scan (for Inductor, which stores their values rather than inlining them;
-    realify/ops.py); by default the result holds standard ops only.
+    realify/runtime/ops.py); by default the result holds standard ops only.
 
     ``eager_outputs=True`` gives the outputs eager's memory layout, as far as ``program``'s
     graph metadata tells it (a GraphModule from dynamo or torch.export; by default, and for
@@ -91,16 +91,16 @@ def decompose(
     for eager's ``s``), which the graph writes directly.
 
     Complex values that sit in memory as (re, im) pairs stay pairs through views and where
-    they are put back together (realify/layout.py); ``pair_products=True`` also runs products
+    they are put back together (realify/passes/layout.py); ``pair_products=True`` also runs products
     with such a value on the pairs (``realify::cmul_pairs``, what the compile backend does).
 
     ``gemm_multiplications`` (3 or 4; by default ``realify.config.gemm_multiplications``): the
     real products of a complex matrix product or convolution, 3 with Gauss's form
-    (realify/gauss.py) or the textbook 4.
+    (realify/passes/gauss.py) or the textbook 4.
 
     ``complex_autocast`` (by default ``realify.config.complex_autocast``): complex products
     traced where ``torch.autocast`` is on run their real products on autocast's dtype, always
-    in the four-product form (realify/autocast.py).
+    in the four-product form (realify/passes/autocast.py).
 
     ``on_complex_op(op, node)``, where given, observes each complex op of the functional graph
     as it is planarized (:func:`realify.explain` lists them).
@@ -176,7 +176,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
                    requires_grad: Sequence[bool]) -> tuple[fx.GraphModule, Boundary]:
     holder: dict[str, Any] = {}
     if isinstance(program, fx.GraphModule):
-        program = functions_as_opaque_calls(program)
+        program = functions_as_opaque_calls(program, decompose)
 
     def flat_program(*args):
         with MarkAutocastProducts() if mark_autocast else nullcontext():

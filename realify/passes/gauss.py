@@ -26,7 +26,7 @@ import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from .autocast import tagged_dtype
-from .passes import call_on_fakes, keep_unread
+from .cleanup import call_on_fakes, keep_unread
 
 aten = torch.ops.aten
 
@@ -107,7 +107,7 @@ def _is_product(node: Any) -> bool:
     if node.kwargs or not all(isinstance(x, fx.Node) for x in node.args[:2]):
         return False
     if tagged_dtype(node) is not None:
-        return False  # a lower-precision product keeps four products (realify/autocast.py)
+        return False  # a lower-precision product keeps four products (realify/passes/autocast.py)
     return node.target is not aten.convolution.default or node.args[2] is None
 
 

@@ -23,7 +23,7 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ._dtypes import COMPLEX_TO_REAL
+from .dtypes import COMPLEX_TO_REAL
 
 
 def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None = None

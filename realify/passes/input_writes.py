@@ -17,7 +17,7 @@ import torch.fx as fx
 from torch.utils.checkpoint import CheckpointPolicy
 
 from .layout import pair_part, stacks_pairs
-from .passes import call_on_fakes
+from .cleanup import call_on_fakes
 
 
 def write_inputs_in_place(gm: fx.GraphModule, layouts: Sequence[str], shared: frozenset[int] = frozenset()) -> None:

@@ -25,10 +25,10 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
-from ._dtypes import complex_of, pairs_of, real_dtype
+from .dtypes import complex_of, pairs_of, real_dtype
 from .aliasing import OutputView, contiguous_strides, needs_restride, output_bases, overlapping_write, storages
-from .errors import ComplexLeakError
-from .tensor import ComplexTensor
+from ..errors import ComplexLeakError
+from .complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 Layout = Literal["complex", "planar", "interleaved"]
@@ -66,7 +66,7 @@ class Boundary:
     ``hidden_writes``: the inputs in ``mutated_inputs`` that the program writes only where
     autograd does not see it (with grad disabled, or through a detached alias): the caller
     writes them with grad disabled too, as eager's autograd records nothing of such a write
-    (realify/grad_semantics.py)."""
+    (realify/engine/grad_semantics.py)."""
 
     inputs: tuple[torch.dtype | None, ...]
     outputs: tuple[torch.dtype | None, ...]
@@ -294,7 +294,7 @@ def split(z: torch.Tensor, layout: Layout = "planar") -> torch.Tensor:
 def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Real ``(*shape, 2)`` interleaved -> complex ``(*shape)`` (of ``dtype`` if given): a view
     where ``x``'s strides allow one (the pairs adjacent, every other stride even), else a copy
-    first. float16 pairs make complex32 (a copy: :func:`realify._dtypes.complex_of`)."""
+    first. float16 pairs make complex32 (a copy: :func:`realify.runtime.dtypes.complex_of`)."""
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
         x = x.contiguous()
     z = complex_of(x[..., 0], x[..., 1]) if x.dtype == torch.float16 else torch.view_as_complex(x)

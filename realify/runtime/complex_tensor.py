@@ -1,0 +1,202 @@
+"""ComplexTensor: a complex tensor stored as two real tensors (planar layout).
+
+``ComplexTensor(re, im)`` behaves like a complex tensor of dtype complex64/complex128/
+complex32 (for float32/float64/float16 parts). Every aten op called on it is answered by the
+rule table (:mod:`realify.rules`) as real ops on ``re`` and ``im``: run directly, that is the
+eager front end (:mod:`realify.tensor`); traced, it is what :func:`realify.decompose` records.
+
+This module sits below both: the rule table installs itself as the answer to aten ops
+(:func:`answer_aten_ops_with`), and the eager front end adds the torch-function hooks it needs
+(:func:`add_torch_function_hook`), each when it is imported; ``import realify`` imports both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from collections.abc import Callable
+
+from .dtypes import REAL_TO_COMPLEX, complex_of, pairs_of
+
+AtenHandler = Callable[[Any, tuple, dict], Any]
+# a torch-function hook: (func, args, kwargs, call) -> result, or NotImplemented to pass the
+# call on (``call()`` runs it as any subclass with only __torch_dispatch__ would)
+FunctionHook = Callable[[Any, tuple, dict, Callable[[], Any]], Any]
+_aten_handler: list[AtenHandler] = []
+_function_hooks: list[FunctionHook] = []
+
+
+def answer_aten_ops_with(handler: AtenHandler) -> None:
+    """Every aten op on a ComplexTensor is ``handler(func, args, kwargs)`` (the rule table's)."""
+    _aten_handler[:] = [handler]
+
+
+def add_torch_function_hook(hook: FunctionHook) -> None:
+    """Ask ``hook`` about every torch function called on a ComplexTensor, after the hooks added
+    before it."""
+    if hook not in _function_hooks:
+        _function_hooks.append(hook)
+
+
+class ComplexTensor(torch.Tensor):
+    """Planar complex tensor: ``self.re`` and ``self.im`` are real tensors of one shape."""
+
+    re: torch.Tensor
+    im: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
+        if not isinstance(re, torch.Tensor) or not isinstance(im, torch.Tensor):
+            raise TypeError("ComplexTensor(re, im) needs two real tensors")
+        if re.dtype not in REAL_TO_COMPLEX or im.dtype != re.dtype:
+            raise TypeError(
+                f"ComplexTensor parts must share one of float16/float32/float64, got "
+                f"re={re.dtype}, im={im.dtype}; cast them with .to(torch.float32) first"
+            )
+        if re.shape != im.shape:
+            raise ValueError(f"ComplexTensor parts must have one shape, got {tuple(re.shape)} and {tuple(im.shape)}")
+        if re.device != im.device:
+            raise ValueError(f"ComplexTensor parts must share a device, got {re.device} and {im.device}")
+        needs_grad = torch.is_grad_enabled() and (re.requires_grad or im.requires_grad)
+        if needs_grad:
+            return _Assemble.apply(re, im)
+        return cls._wrap(re, im)
+
+    @classmethod
+    def _wrap(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
+        strides = _outer_strides(re, im)
+        out = torch.Tensor._make_wrapper_subclass(
+            cls,
+            re.shape,
+            strides=strides,
+            dtype=REAL_TO_COMPLEX[re.dtype],
+            device=re.device,
+            requires_grad=False,
+        )
+        out.re = re.detach() if re.requires_grad else re
+        out.im = im.detach() if im.requires_grad else im
+        return out
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    @staticmethod
+    def from_pairs(pairs: torch.Tensor) -> "ComplexTensor":
+        """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
+        tensor: its parts are views of ``pairs`` (no copy)."""
+        return ComplexTensor(pairs[..., 0], pairs[..., 1])
+
+    # ---- conversion -------------------------------------------------------------------
+    @staticmethod
+    def from_complex(t: torch.Tensor) -> "ComplexTensor":
+        """Split an ordinary complex tensor into planar parts (differentiable)."""
+        if isinstance(t, ComplexTensor):
+            return t
+        if not t.dtype.is_complex:
+            raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; use ComplexTensor(re, zeros_like(re))")
+        parts = pairs_of(t)
+        return ComplexTensor(parts[..., 0], parts[..., 1])
+
+    def to_complex(self) -> torch.Tensor:
+        """An ordinary (interleaved) complex tensor with the same values (differentiable)."""
+        if self.requires_grad:
+            return _Disassemble.apply(self)
+        return complex_of(self.re, self.im)
+
+    # ---- tracing support ------------------------------------------------------------
+    def __tensor_flatten__(self):
+        return ["re", "im"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner: dict, ctx: Any, outer_size: Any, outer_stride: Any) -> "ComplexTensor":
+        return ComplexTensor(inner["re"], inner["im"])
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        return f"ComplexTensor(re={self.re!r}, im={self.im!r})"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # the hooks answer the calls whose meaning is lost below the dispatcher; every other
+        # call runs as for any subclass with only __torch_dispatch__ (results are not converted)
+        kwargs = kwargs or {}
+
+        def call():
+            return torch._C._disabled_torch_function_impl(func, types, args, kwargs)
+
+        for hook in _function_hooks:
+            result = hook(func, args, kwargs, call)
+            if result is not NotImplemented:
+                return result
+        return call()
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if not _aten_handler:
+            raise RuntimeError("ComplexTensor needs the rule table: import realify")
+        return _aten_handler[0](func, args, kwargs or {})
+
+
+def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None:
+    """Strides of the complex tensor the parts describe: halved when the parts are the two
+    halves of one interleaved storage (as from_complex makes them), the parts' own otherwise,
+    and contiguous (None) when the parts disagree."""
+    if re.stride() != im.stride():
+        return None
+    if _interleaved(re, im) and all(s % 2 == 0 for s in re.stride()):
+        return tuple(s // 2 for s in re.stride())
+    return re.stride()
+
+
+def _interleaved(re: torch.Tensor, im: torch.Tensor) -> bool:
+    if isinstance(re, torch._subclasses.FakeTensor) or re.device.type == "meta":
+        return False  # traced parts: their strides are what the trace made them
+    try:
+        return (re.untyped_storage().data_ptr() == im.untyped_storage().data_ptr()
+                and im.storage_offset() == re.storage_offset() + 1)
+    except (RuntimeError, NotImplementedError):  # fake/meta tensors without storage
+        return False
+
+
+class _Assemble(torch.autograd.Function):
+    """(re, im) -> ComplexTensor, passing the gradient's real/imag parts back to re/im."""
+
+    @staticmethod
+    def forward(ctx, re, im):
+        return ComplexTensor._wrap(re.detach(), im.detach())
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = as_complex_tensor(grad)
+        return grad.re, grad.im
+
+
+class _Disassemble(torch.autograd.Function):
+    """ComplexTensor -> ordinary complex tensor, gradient flowing back as a ComplexTensor."""
+
+    @staticmethod
+    def forward(ctx, z):
+        return complex_of(z.re, z.im)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ComplexTensor.from_complex(grad)
+
+
+def as_complex_tensor(x: Any) -> Any:
+    """ComplexTensor for any complex tensor; anything else is returned unchanged."""
+    if isinstance(x, torch.Tensor) and x.dtype.is_complex and not isinstance(x, ComplexTensor):
+        return ComplexTensor.from_complex(x)
+    return x
+
+
+def wrap_complex(tree: Any) -> Any:
+    """Replace every ordinary complex tensor in a pytree by a ComplexTensor."""
+    return tree_map(as_complex_tensor, tree)
+
+
+def unwrap_complex(tree: Any) -> Any:
+    """Replace every ComplexTensor in a pytree by an ordinary complex tensor."""
+    return tree_map(lambda x: x.to_complex() if isinstance(x, ComplexTensor) else x, tree)
