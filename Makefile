@@ -29,12 +29,12 @@ COMPAT_ENV := REALIFY_COMPAT_RUN=1 REALIFY_FUZZ_EXAMPLES=50 REALIFY_FUZZ_INDUCTO
 DURATIONS := --durations=15
 OUT ?= out
 
-.PHONY: install demo test test-all test-compat compat-table bench coverage clean
+.PHONY: install demo test test-all test-compat lint compat-table bench coverage clean
 
 # the default release's venv also gets the third-party models the benchmarks and their tests
 # run (the "models" extra); the compatibility runs do not use them
 comma := ,
-EXTRAS := $(if $(filter $(DEFAULT_TORCH),$(TORCH)),test$(comma)bench$(comma)models,test$(comma)bench)
+EXTRAS := $(if $(filter $(DEFAULT_TORCH),$(TORCH)),test$(comma)bench$(comma)models$(comma)lint,test$(comma)bench)
 
 $(VENV)/.installed-torch-$(TORCH): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -51,6 +51,11 @@ demo: $(VENV)/.installed-torch-$(TORCH)
 # REPORT=<file.json>: outcomes per front end, for README's compatibility table
 test: $(VENV)/.installed-torch-$(TORCH)
 	REALIFY_FRONT_END_REPORT=$(REPORT) $(PY) -m pytest -q -n 2 $(DURATIONS) tests
+
+# ruff (pyproject's [tool.ruff]) on the package and the tests; mypy on the public front ends
+lint: $(VENV)/.installed-torch-$(TORCH)
+	$(PY) -m ruff check realify tests
+	$(PY) -m mypy
 
 test-all: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m pytest -q -n 2 -m "not fuzz_long" tests

@@ -31,10 +31,11 @@ from torch.export import Dim, ExportedProgram, ShapesCollection
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.export._tree_utils import reorder_kwargs
 from torch.utils._sympy.numbers import int_oo
-from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
+from torch.utils._pytree import SequenceKey, keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
 
 from .runtime.dtypes import pairs_of
-from .runtime.boundary import Boundary, RealCall, is_complex
+from .runtime.aliasing import OutputView
+from .runtime.boundary import SIGNATURE_KEY, Boundary, RealCall, is_complex, signature_of
 from .engine.decompose import decompose
 from .passes.cleanup import copies_to_views
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
@@ -42,7 +43,6 @@ from .errors import ComplexLeakError, MissingRuleError, RealifyError
 log = logging.getLogger("realify")
 aten = torch.ops.aten
 
-SIGNATURE_KEY = "realify_signature"
 
 _EXPORT_ADVICE = (
     "an exported program cannot call back into eager PyTorch, so every complex "
@@ -98,7 +98,7 @@ def export(
 
     flat_args, in_spec = tree_flatten((args, kwargs))
     real_args, real_kwargs = tree_unflatten([_interleave(x, truncate_double) for x in flat_args], in_spec)
-    wiring = _Wiring(complex_ep, real_gm.realify_signature.mutated_inputs)
+    wiring = _Wiring(complex_ep, signature_of(real_gm).mutated_inputs)
     copies_to_views(real_gm, keep_copies=wiring.writes)
     wrapper = _RealProgram(real_gm, wiring, _RealState(complex_ep, truncate_double), _forward_signature(module))
     shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
@@ -113,24 +113,13 @@ def export(
         output_layout="interleaved",
         pair_dtypes={torch.complex128: torch.float32} if truncate_double else {},
         contiguous_pairs=True,
-        **_eager_layouts(real_gm.realify_signature, wiring),
+        **_eager_layouts(signature_of(real_gm), wiring),
     )
     real_ep.graph_module.meta[SIGNATURE_KEY] = signature
     _check_inputs_of_module(real_ep)
     log.debug("export: %d complex input(s), %d complex output(s)",
               sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
     return real_ep
-
-
-def signature_of(ep: ExportedProgram) -> Boundary:
-    """The :class:`~realify.Boundary` that :func:`export` recorded on ``ep``: per leaf of the
-    flattened ``(args, kwargs)`` and of the flattened result, the complex dtype it had in the
-    complex program (None where real), the inputs the program writes, eager's output layouts."""
-    signature = ep.graph_module.meta.get(SIGNATURE_KEY)
-    if signature is None:
-        raise RealifyError("this ExportedProgram was not made by realify.export (no realify_signature in "
-                           "ep.graph_module.meta); export it with realify.export(...)")
-    return signature
 
 
 class ComplexCallAdapter(torch.nn.Module):
@@ -193,7 +182,8 @@ class _LazyName:
     def __str__(self) -> str:
         paths, _ = tree_flatten_with_path((tuple(self.args), dict(self.kwargs)))
         path = paths[self.i][0]
-        return ("args" if path[0].idx == 0 else "kwargs") + keystr(path[1:])
+        top = path[0]
+        return ("args" if isinstance(top, SequenceKey) and top.idx == 0 else "kwargs") + keystr(path[1:])
 
     __format__ = lambda self, spec: format(str(self), spec)
 
@@ -265,7 +255,8 @@ def _check_inputs_of_module(ep: ExportedProgram) -> None:
             gm.register_forward_pre_hook(lambda _, a, k: _check_real_call(sig, a, k), with_kwargs=True, prepend=True)
         return gm
 
-    ep.module = module
+    # the instance's module() shadows the class's method on purpose: every module it makes checks its inputs
+    ep.module = module  # type: ignore[method-assign]
 
 
 def check_real(ep: ExportedProgram) -> None:
@@ -468,8 +459,8 @@ class _RealProgram(torch.nn.Module):
             def forward(*args, **kwargs):
                 return self.run(*args, **kwargs)
 
-            forward.__signature__ = signature
-            self.forward = forward
+            forward.__signature__ = signature  # type: ignore[attr-defined]  # read by inspect.signature
+            self.forward = forward  # type: ignore[method-assign]  # this instance's own parameter names
 
     def _state(self, source: tuple) -> torch.Tensor:
         kind, target = source
@@ -499,17 +490,20 @@ class _RealProgram(torch.nn.Module):
         return tree_unflatten(user_outputs, self.wiring.out_spec)
 
 
-def _eager_layouts(signature, wiring: _Wiring) -> dict[str, tuple]:
+def _eager_layouts(signature: Boundary, wiring: _Wiring) -> dict[str, Any]:
     """Per user output of the program, for :class:`ComplexCallAdapter`: how to take it from
     its flat input where eager's is a view of a user input, and eager's strides (decompose's
     ``Boundary.output_views`` and ``output_strides``, which follow the graph's outputs)."""
-    views, strides = [], []
+    views: list[OutputView | None] = []
+    strides = []
     for spec, view, stride in zip(wiring.outputs, signature.output_views, signature.output_strides):
         if spec.kind is not OutputKind.USER_OUTPUT:
             continue
         # a view of another output is the graph's own copy here: an exported program's outputs share no memory
-        source = wiring.sources[view.input] if view is not None and not view.from_output else None
-        views.append(dataclasses.replace(view, input=source[1]) if source is not None and source[0] == "user" else None)
+        if view is None or view.from_output or wiring.sources[view.input][0] != "user":
+            views.append(None)
+        else:
+            views.append(dataclasses.replace(view, input=wiring.sources[view.input][1]))
         strides.append(stride)
     return {"output_views": tuple(views), "output_strides": tuple(strides)}
 
@@ -527,7 +521,7 @@ def _output_dtypes(ep: ExportedProgram) -> tuple[torch.dtype | None, ...]:
     for spec, node in zip(ep.graph_signature.output_specs, ep.graph.output_node().args[0]):
         if spec.kind is OutputKind.USER_OUTPUT:
             value = node.meta.get("val") if isinstance(node, fx.Node) else node
-            dtypes.append(value.dtype if is_complex(value) else None)
+            dtypes.append(value.dtype if value is not None and is_complex(value) else None)
     return tuple(dtypes)
 
 

@@ -102,6 +102,7 @@ def to_onnx(
     outputs = len(ep.graph_signature.user_outputs)
     onnx_options.setdefault("output_names", ["output"] if outputs == 1 else [f"output_{i}" for i in range(outputs)])
     onnx_program = torch.onnx.export(ep, (), dynamo=True, custom_translation_table=table, **onnx_options)
+    assert onnx_program is not None  # the dynamo exporter always returns its program
     if dynamic_shapes is not None and not isinstance(program, torch.export.ExportedProgram):
         # the exported program knows its dynamic dims by symbol (s32); the ONNX model's
         # inputs (one per tensor input, complex ones as pairs) take the names of the Dims (one

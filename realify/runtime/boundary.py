@@ -27,7 +27,7 @@ from torch.utils._pytree import tree_leaves, tree_unflatten
 
 from .dtypes import complex_of, pairs_of, real_dtype
 from .aliasing import OutputView, contiguous_strides, needs_restride, output_bases, overlapping_write, storages
-from ..errors import ComplexLeakError
+from ..errors import ComplexLeakError, RealifyError
 from .complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
@@ -96,6 +96,25 @@ class Boundary:
     def real_dtype(self, dtype: torch.dtype) -> torch.dtype:
         """The dtype of the real parts that carry a complex ``dtype`` across."""
         return self.pair_dtypes.get(dtype) or real_dtype(dtype)
+
+
+SIGNATURE_KEY = "realify_signature"
+
+
+def signature_of(program: fx.GraphModule | torch.export.ExportedProgram) -> Boundary:
+    """The :class:`Boundary` that :func:`realify.decompose` attached to its result (an attribute),
+    or :func:`realify.export` recorded on its program (``ep.graph_module.meta``): per leaf of the
+    flattened ``(args, kwargs)`` and of the flattened result, the complex dtype it had in the
+    complex program (None where real), the inputs the program writes, eager's output layouts."""
+    if isinstance(program, torch.export.ExportedProgram):
+        signature = program.graph_module.meta.get(SIGNATURE_KEY)
+        made_by = "an ExportedProgram made by realify.export; export it with realify.export(...)"
+    else:
+        signature = getattr(program, SIGNATURE_KEY, None)
+        made_by = "a GraphModule made by realify.decompose"
+    if not isinstance(signature, Boundary):
+        raise RealifyError(f"this program has no {SIGNATURE_KEY}: it needs {made_by}")
+    return signature
 
 
 def input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | tuple[Layout, ...]:
