@@ -55,7 +55,7 @@ class GraphBreak:
 
 # Graph breaks that third-party packages cause and a user can remove: (a file path fragment of a
 # frame on the break's stack, what to do). Each break is a graph boundary, a guard check and a
-# compiled call, and it stops fusion across it (docs/benchmarks.md, run 24).
+# compiled call, and it stops fusion across it.
 KNOWN_BREAKS = (
     ("/opt_einsum/",
      "opt_einsum's contract breaks the graph where realify's stand-ins for its bookkeeping do not "

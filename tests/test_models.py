@@ -102,7 +102,8 @@ def _assert_trains_like_eager(model: nn.Module, inner, inputs: tuple, target, lo
     torch.testing.assert_close(losses, eager_losses, rtol=rtol, atol=atol)
     for name, p in params.items():
         assert p.dtype == eager_params[name].dtype, name
-        torch.testing.assert_close(p, eager_params[name], rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(p, eager_params[name], rtol=rtol, atol=atol,
+                                   msg=lambda m: f"{name}: {m}")  # noqa: B023  (called within the iteration)
 
 
 def _grads(model: nn.Module, step: Callable, inputs: tuple, target, loss_fn):
@@ -125,7 +126,7 @@ def _assert_grads_like_eager(model: nn.Module, inner, inputs: tuple, target, los
     for name in names or eager_grads:
         assert grads[name] is not None, f"no gradient reached {name}"
         torch.testing.assert_close(grads[name], eager_grads[name], rtol=rtol, atol=atol,
-                                   msg=lambda m: f"grad of {name}: {m}")
+                                   msg=lambda m: f"grad of {name}: {m}")  # noqa: B023  (called within the iteration)
 
 
 # ---- Fourier neural operator -------------------------------------------------------------------

@@ -186,7 +186,8 @@ def test_add_products(multiplications, dtype, alpha, beta):
         expected = op(inp, x, y, alpha=alpha, beta=beta)
         actual = run_eager(op, inp, x, y, alpha=alpha, beta=beta)
         assert_within(actual, expected, 2 * side, 2 * side)
-        actual = run_decomposed(lambda i, p, q: op(i, p, q, alpha=alpha, beta=beta), inp, x, y)
+        # traced at once, within the iteration
+        actual = run_decomposed(lambda i, p, q: op(i, p, q, alpha=alpha, beta=beta), inp, x, y)  # noqa: B023
         assert_within(actual, expected, 2 * side, 2 * side)
 
 
@@ -503,7 +504,9 @@ def test_norm_gradient_finite_at_zero():
     z = torch.zeros(2, 3, dtype=torch.complex64)
     z[0, 0] = 3 + 4j
     for ord in (2, 1, 3):
-        gm = realify.decompose(lambda t: torch.linalg.vector_norm(t, ord), [z], inputs="planar", outputs="planar")
+        # traced at once, within the iteration
+        gm = realify.decompose(lambda t: torch.linalg.vector_norm(t, ord), [z],  # noqa: B023
+                               inputs="planar", outputs="planar")
         planar = torch.view_as_real(z).movedim(-1, 0).contiguous().requires_grad_()
         out = gm(planar)
         (out[0] if isinstance(out, (list, tuple)) else out).backward()

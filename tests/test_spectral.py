@@ -254,13 +254,14 @@ def test_fft_custom_op_adjoints(n, norm):
     pairs = rand(3, n, 2, dtype=torch.float64, seed=1).requires_grad_()
     for c2c in (ops.fft_c2c, ops.fft_c2c_pairs):
         for forward in (True, False):
-            assert gradcheck(lambda x: c2c(x, [0, 1], norm, forward), (pairs,))
-            assert torch.autograd.gradgradcheck(lambda x: c2c(x, [1], norm, forward), (pairs,))
+            # each closure is called by gradcheck within its own iteration
+            assert gradcheck(lambda x: c2c(x, [0, 1], norm, forward), (pairs,))  # noqa: B023
+            assert torch.autograd.gradgradcheck(lambda x: c2c(x, [1], norm, forward), (pairs,))  # noqa: B023
     re = rand(3, n, dtype=torch.float64, seed=2).requires_grad_()
     for r2c in (ops.fft_r2c, ops.fft_r2c_pairs):
         for onesided in (True, False):
-            assert gradcheck(lambda a: r2c(a, [0, 1], norm, onesided), (re,))
-            assert torch.autograd.gradgradcheck(lambda a: r2c(a, [1], norm, onesided), (re,))
+            assert gradcheck(lambda a: r2c(a, [0, 1], norm, onesided), (re,))  # noqa: B023
+            assert torch.autograd.gradgradcheck(lambda a: r2c(a, [1], norm, onesided), (re,))  # noqa: B023
     half = rand(n // 2 + 1, 3, 2, dtype=torch.float64, seed=3).requires_grad_()
     assert gradcheck(lambda x: ops.fft_c2r(x, [1, 0], norm, n), (half,))
     assert torch.autograd.gradgradcheck(lambda x: ops.fft_c2r(x, [0], norm, n), (half,))
