@@ -23,7 +23,8 @@ import importlib.util
 import logging
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

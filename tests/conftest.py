@@ -2,12 +2,11 @@ import os
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(__file__))
-warnings.filterwarnings("ignore", message="Casting complex values to real discards")
-
-
 import pytest
 import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+warnings.filterwarnings("ignore", message="Casting complex values to real discards")
 
 pytest_plugins = ["front_end_report"]
 
@@ -27,9 +26,9 @@ def fresh_dynamo():
 # the modules below, which run every front end and every Inductor integration realify has
 # (its passes, lowerings, islands, signed zeros) on small programs. The default pin runs all.
 COMPAT_RUN_MODULES = {
-    "test_aliasing", "test_autograd_semantics", "test_autocast", "test_backend", "test_core", "test_eigen", "test_errors", "test_export", "test_fuzz",
-    "test_gradients", "test_islands", "test_layout", "test_opinfo", "test_pooling", "test_products",
-    "test_special_products", "test_spectral",
+    "test_aliasing", "test_autograd_semantics", "test_autocast", "test_backend", "test_core", "test_eigen",
+    "test_errors", "test_export", "test_fuzz", "test_gradients", "test_islands", "test_layout", "test_opinfo",
+    "test_pooling", "test_products", "test_special_products", "test_spectral",
 }
 COMPAT_RUN_TESTS = {
     # the Inductor signed-zero and special-value table, complex64 (found 2.15's x + 0 folding)

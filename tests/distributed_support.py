@@ -13,7 +13,8 @@ import os
 import queue
 import socket
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -66,7 +67,7 @@ def _rank_main(rank: int, port: int, worker: Callable, args: tuple, results) -> 
             results.put((rank, True, worker(rank, *args)))
         finally:
             dist.destroy_process_group()
-    except BaseException:  # noqa: BLE001 - reported to the parent, which fails the test
+    except BaseException:
         results.put((rank, False, traceback.format_exc()))
 
 
@@ -123,7 +124,8 @@ def ddp_training(rank: int, compiler: str | None, split: bool, steps: int = 3) -
 
 
 def train(rank: int, step_fn: Callable, optimizer: torch.optim.Optimizer, steps: int,
-          batch: Callable[[], torch.Tensor] = lambda: torch.randn(2, 4, 16, 16), seed: int | None = None) -> list[float]:
+          batch: Callable[[], torch.Tensor] = lambda: torch.randn(2, 4, 16, 16),
+          seed: int | None = None) -> list[float]:
     """``steps`` steps on random batches (``batch()``), rank-specific unless ``seed`` is given
     (tensor parallelism wants the same batch on every rank), loss ``mean |out|^2``; the losses."""
     torch.manual_seed(1 + rank if seed is None else seed)
@@ -144,8 +146,9 @@ def fsdp_training(rank: int, compiler: str | None, recipe: str, steps: int = 3) 
     "per-dtype-units" (the real Linear its own unit, so the layer's unit holds its complex
     weight only) or "real-pairs" (realify.complex_parameters_as_real: every parameter
     float32, one unit per layer). Returns the full (unsharded) trained parameters."""
-    import realify
     from torch.distributed.fsdp import fully_shard
+
+    import realify
 
     torch.manual_seed(0)
     model = Stack()
@@ -266,7 +269,8 @@ def _program_inputs(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
     return _dtensor_input(kind), torch.randn(6, 5, dtype=torch.complex64)
 
 
-def _forward_backward(program, a, w, compiler: str | None, full: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, Any]:
+def _forward_backward(program, a, w, compiler: str | None,
+                      full: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, Any]:
     """``program(a, w)`` (compiled by realify with ``compiler`` unless None) and the gradients
     of ``|out|.sum()``, as whole arrays (``full``: a DTensor's full tensor), with how many
     graphs realify compiled."""

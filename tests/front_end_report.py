@@ -59,14 +59,13 @@ def _instrument() -> None:
     ComplexTensor.__torch_dispatch__ = classmethod(eager_dispatch)
 
 
-_counts: dict[str, collections.Counter] | None = None
+# outcomes per front end, counted where a report is asked for
+_counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
 
 def pytest_configure(config):
     if os.environ.get("REALIFY_FRONT_END_REPORT"):
-        global _counts
         _instrument()
-        _counts = collections.defaultdict(collections.Counter)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -82,7 +81,7 @@ def pytest_runtest_makereport(item, call):
 def pytest_runtest_logreport(report):
     fronts = dict(report.user_properties).get("front_ends")
     counted = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
-    if _counts is None or fronts is None or not counted:
+    if not os.environ.get("REALIFY_FRONT_END_REPORT") or fronts is None or not counted:
         return
     outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
     for front_end in fronts:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from distributed_support import WORLD, train
 
 CF = torch.complex64
@@ -231,7 +231,7 @@ def random_dtensor_program(seed: int) -> tuple[list[str], list[str]]:
         name = f"v{i}"
         lines.append(f"{name} = {expr}")
         names.append(name)
-    return lines + [f"return {names[-1]}.redistribute(mesh, [Replicate()]).to_local()"], placements
+    return [*lines, f"return {names[-1]}.redistribute(mesh, [Replicate()]).to_local()"], placements
 
 
 def dtensor_random_programs(rank: int, seeds: list[int], compiler: str | None) -> dict[int, Any]:
@@ -370,8 +370,9 @@ def per_block_fsdp(rank: int, compiler: str | None, steps: int = 3) -> dict[str,
     transformer's layers); Adam on rank-specific data."""
     import functools
 
-    import realify
     from torch.distributed.fsdp import fully_shard
+
+    import realify
 
     torch.manual_seed(0)
     blocks = nn.ModuleList(_CheckpointedBlock() for _ in range(3))

@@ -127,7 +127,8 @@ def test_overlapping_inputs_export_adapter(name, program, base, arguments):
     naming both; separate ones give eager's result."""
     example = tuple(x.resolve_conj().clone() for x in arguments(base()))
     adapter = realify.ComplexCallAdapter(realify.export(program, example))
-    with pytest.raises(RealifyError, match=r"args\[1\] shares memory with args\[0\], which the exported program writes in place.*clone"):
+    with pytest.raises(RealifyError, match=r"args\[1\] shares memory with args\[0\], which the exported program "
+                                           r"writes in place.*clone"):
         adapter(*arguments(base()))
     separate = [x.clone() for x in arguments(base())]
     expected_inputs = [x.clone() for x in separate]

@@ -280,14 +280,12 @@ def func_grad_inside(z, w):
 
 ISSUE_PROGRAMS = [detach_max, no_grad_max, inference_mode_max, detach_product, set_grad_enabled_calls,
                   gradient_reversal, straight_through_quantizer, doubled_gradient, hook_doubles, ema_update_of_leaf]
-PROGRAMS = ISSUE_PROGRAMS + [
-    nested_grad_modes, detached_view_of_pairs, detached_conj_view, write_into_detached_alias, write_into_detached_row,
-    no_grad_write_of_row, no_grad_write_of_intermediate, no_grad_value_written_into_grad_tensor,
-    no_grad_read_of_a_base_written_through_a_view, saved_for_backward,
-    non_differentiable_output, real_and_complex_arguments, hook_reads_the_complex_gradient, hook_with_captured_tensor,
-    hooks_in_registration_order, hook_returning_none, hook_on_input, retain_grad_of_intermediate, func_grad_inside,
-    detach_across_graph_break, no_grad_across_graph_break,
-]
+PROGRAMS = [*ISSUE_PROGRAMS, nested_grad_modes, detached_view_of_pairs, detached_conj_view, write_into_detached_alias,
+            write_into_detached_row, no_grad_write_of_row, no_grad_write_of_intermediate,
+            no_grad_value_written_into_grad_tensor, no_grad_read_of_a_base_written_through_a_view, saved_for_backward,
+            non_differentiable_output, real_and_complex_arguments, hook_reads_the_complex_gradient,
+            hook_with_captured_tensor, hooks_in_registration_order, hook_returning_none, hook_on_input,
+            retain_grad_of_intermediate, func_grad_inside, detach_across_graph_break, no_grad_across_graph_break]
 # dynamo records a hook on an intermediate in the graph from torch 2.15
 HAS_IN_GRAPH_HOOKS = importlib.util.find_spec("torch._higher_order_ops.register_hook") is not None
 
@@ -315,13 +313,13 @@ def _run(program, compiled, kind: str, dtype: torch.dtype = C64):
 
 
 def _compare(got, expected):
-    """``requires_grad`` of each output as eager's; the values normwise: ``max |a - b| <= tol * max |b|`` per tensor. The programs chain up to four
-    products and sums of up to 64 terms; each such sum rounds to within n eps of the sum of
-    its terms' magnitudes, which for these random inputs is within a small factor of the
-    result's largest element, so 100 eps bounds every difference between two correct orders
-    of summation (eager's, and realify's real GEMMs'), where elementwise bounds fail on
-    elements that cancel. A wrong gradient (a stop-gradient lost, a hook skipped) is off by
-    O(1)."""
+    """``requires_grad`` of each output as eager's; the values normwise: ``max |a - b| <= tol * max
+    |b|`` per tensor. The programs chain up to four products and sums of up to 64 terms; each such
+    sum rounds to within n eps of the sum of its terms' magnitudes, which for these random inputs
+    is within a small factor of the result's largest element, so 100 eps bounds every difference
+    between two correct orders of summation (eager's, and realify's real GEMMs'), where elementwise
+    bounds fail on elements that cancel. A wrong gradient (a stop-gradient lost, a hook skipped) is
+    off by O(1)."""
     *got, got_flags = got
     *expected, expected_flags = expected
     assert got_flags == expected_flags, f"requires_grad of the outputs: {got_flags}, eager's {expected_flags}"
@@ -334,7 +332,8 @@ def _compare(got, expected):
             assert a.dtype == b.dtype and a.shape == b.shape, f"{kind} {i}: {a.dtype} {a.shape} != {b.dtype} {b.shape}"
             eps = torch.finfo(a.real.dtype if a.is_complex() else a.dtype).eps
             error, scale = (a - b).abs().max().item(), b.abs().max().item()
-            assert error <= 100 * eps * scale, f"{kind} {i}: max |realify - eager| = {error:.3g}, max |eager| = {scale:.3g}"
+            assert error <= 100 * eps * scale, \
+                f"{kind} {i}: max |realify - eager| = {error:.3g}, max |eager| = {scale:.3g}"
 
 
 def _skip_unsupported(program):
@@ -457,4 +456,5 @@ def test_explain_names_custom_functions_and_stop_gradients(fresh_dynamo):
     report = realify.explain(straight_through_quantizer, z, w)
     assert not report.islands and "custom autograd.Function" in str(report), str(report)
     report = realify.explain(no_grad_max, z, w)
-    assert not report.islands and "stop_gradient" in str(report) and "no_grad_max: s = (z @ w)" in str(report), str(report)
+    text = str(report)
+    assert not report.islands and "stop_gradient" in text and "no_grad_max: s = (z @ w)" in text, text

@@ -15,8 +15,8 @@ import sys
 import pytest
 import torch
 
-from realify.tools import cli
 from realify.bench import report, runner, workloads
+from realify.tools import cli
 
 FAST = "eager,realify-eager"
 
@@ -98,7 +98,8 @@ def test_failing_mode_is_a_failed_row_with_a_one_line_reason(monkeypatch):
 
 
 def test_wrong_result_is_flagged(monkeypatch):
-    row = _with_mode(monkeypatch, runner.Mode("off", "1% off", "a test mode", lambda fn: lambda *a: fn(*a) * 1.01, compiled=False))
+    off = runner.Mode("off", "1% off", "a test mode", lambda fn: lambda *a: fn(*a) * 1.01, compiled=False)
+    row = _with_mode(monkeypatch, off)
     assert row.status == "wrong" and row.max_rel_err == pytest.approx(0.01, rel=1e-3)
     assert row.status_text().startswith("WRONG")
 
@@ -168,7 +169,8 @@ def test_missing_package_is_a_skipped_row_that_says_what_to_install(monkeypatch,
     assert [r.status for r in rows] == ["skipped", "skipped"]
     cli._explain_problems(rows)
     printed = capsys.readouterr().out
-    assert "neuralop-fno fwd, realify-eager: skipped: neuraloperator is not installed: pip install 'realify[models]'" in printed
+    assert ("neuralop-fno fwd, realify-eager: skipped: neuraloperator is not installed: "
+            "pip install 'realify[models]'") in printed
 
 
 def test_failure_reasons_are_printed_whole_and_say_whose_failure(monkeypatch, capsys):
@@ -204,7 +206,7 @@ def test_coverage_options_reach_its_own_parser(monkeypatch):
 
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "realify", "bench", "--help"], capture_output=True, text=True,
-                          timeout=120)
+                          check=False, timeout=120)
     assert done.returncode == 0 and "--only" in done.stdout and "tiny" not in done.stdout
 
 
@@ -251,7 +253,8 @@ def test_mixed_precision_mode_lowers_complex_products_and_is_checked_against_eag
 
 
 def test_mixed_precision_mode_is_skipped_with_the_reason_where_bfloat16_gemms_are_slow(monkeypatch):
-    monkeypatch.setattr(runner, "low_precision_unavailable", lambda device: "this CPU has no bfloat16 GEMM instructions")
+    monkeypatch.setattr(runner, "low_precision_unavailable",
+                        lambda device: "this CPU has no bfloat16 GEMM instructions")
     row = _with_mode(monkeypatch, runner.MODES["realify-amp"])
     assert row.status == "skipped" and "bfloat16 GEMM instructions" in row.status_text()
     names = [m.name for m in runner.modes_for(runner.Case(workloads.get("docs-chain"), False), runner.DEFAULT_MODES)]

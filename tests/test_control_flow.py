@@ -14,6 +14,7 @@ from torch._higher_order_ops.scan import scan
 from torch.utils._pytree import tree_leaves
 
 import realify
+from realify.bench.workloads import linear_recurrence_step
 
 C64, C128 = torch.complex64, torch.complex128
 
@@ -55,7 +56,8 @@ def test_while_loop_on_complex_values_decomposes(inner):
         return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j) + w), (torch.tensor(0), z))[1]
 
     z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
-    torch.testing.assert_close(realify.compile(program, inner=inner, strict=True)(z, w), program(z, w), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(realify.compile(program, inner=inner, strict=True)(z, w), program(z, w),
+                               rtol=1e-5, atol=1e-6)
 
 
 def scan_recurrence(z, w):
@@ -93,11 +95,7 @@ def linear_recurrence_loss(nu, theta, bu, w):
     with the associative combine (a1, b1) . (a2, b2) = (a1 a2, a2 b1 + b2)."""
     lam = torch.polar(torch.exp(-torch.exp(nu)), theta)
 
-    def combine(left, right):
-        (a1, b1), (a2, b2) = left, right
-        return a1 * a2, a2 * b1 + b2
-
-    h = associative_scan(combine, (lam.expand_as(bu), bu), dim=1, combine_mode="generic")[1]
+    h = associative_scan(linear_recurrence_step, (lam.expand_as(bu), bu), dim=1, combine_mode="generic")[1]
     return ((h * w).real ** 2).mean()
 
 
@@ -149,7 +147,7 @@ def test_scan_steps_are_stored_not_inlined_under_inductor(monkeypatch):
     monkeypatch.setattr(realify.inductor, "inductor_compiler", recording)
 
     def program(a, b):
-        return associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]), (a, b), dim=0, combine_mode="generic")[1]
+        return associative_scan(linear_recurrence_step, (a, b), dim=0, combine_mode="generic")[1]
 
     a, b = torch.randn(16, 3, dtype=C64) * 0.5, torch.randn(16, 3, dtype=C64)
     barrier = torch.ops.realify.fusion_barrier.default
@@ -176,7 +174,8 @@ def test_function_transforms_inside_compiled_programs():
 
     x, w, z, t = torch.randn(4, 3, dtype=C64), torch.randn(3, dtype=C64), torch.randn(3, dtype=C64), torch.randn(3)
     torch.testing.assert_close(realify.compile(per_row, strict=True)(x, w), per_row(x, w), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(realify.compile(grad_of_power, strict=True)(t, z), grad_of_power(t, z), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(realify.compile(grad_of_power, strict=True)(t, z), grad_of_power(t, z),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_nested_compile_region_is_inlined():
@@ -207,7 +206,7 @@ def test_other_higher_order_ops_are_islands_or_named_errors():
         actual = torch.compile(program, backend="realify")(xs, ys)
     assert_all_close(actual, program(xs, ys), rtol=1e-5, atol=1e-6)
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="no rule for foreach_map.*higher-order op"):
+    with pytest.raises(Exception, match=r"no rule for foreach_map.*higher-order op"):
         realify.compile(program, strict=True)(xs, ys)
 
 
@@ -225,7 +224,7 @@ def test_associative_scan_as_a_higher_order_op():
     program = fx.GraphModule({"combine": combine}, graph)
 
     a, b = 0.5 * torch.randn(13, 3, dtype=C64), torch.randn(13, 3, dtype=C64)
-    expected = associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]), (a, b), dim=0, combine_mode="generic")
+    expected = associative_scan(linear_recurrence_step, (a, b), dim=0, combine_mode="generic")
     barrier = torch.ops.realify.fusion_barrier.default
     for keep in (True, False):
         real = realify.decompose(program, (a, b), fusion_barriers=keep)

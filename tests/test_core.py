@@ -9,12 +9,10 @@ import torch
 
 import realify
 from realify import ComplexTensor
+from realify.bench.workloads import docs_chain as docs_example  # atan(cos(a*b) / sin(a+b))
 from realify.rules import register
 
 C64, C128 = torch.complex64, torch.complex128
-
-
-from realify.bench.workloads import docs_chain as docs_example  # atan(cos(a*b) / sin(a+b))
 
 
 @pytest.mark.parametrize("shape", [(5, 1), (1 << 20,)])

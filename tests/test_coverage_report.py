@@ -55,7 +55,7 @@ def test_readme_counts_are_the_reports():
 
 
 def test_no_document_copies_an_opinfo_count_by_hand():
-    version, statuses = coverage.parse(REPORT.read_text())
+    _version, statuses = coverage.parse(REPORT.read_text())
     total = len(statuses)
     readme = (ROOT / "README.md").read_text()
     start, end = readme.index(coverage.README_START), readme.index(coverage.README_END)

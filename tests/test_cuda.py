@@ -13,9 +13,9 @@ import os
 
 import pytest
 import torch
+from backend_support import RecordingInner
 
 import realify
-from backend_support import RecordingInner
 from realify.bench.runner import MODES, Case, Mode, run_one
 from realify.bench.workloads import WORKLOADS
 

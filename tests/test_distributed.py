@@ -11,9 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch.distributed as dist
-
-from distributed_support import (DIFFERS_FROM_EAGER, DTENSOR_PROGRAMS, ddp_training, dtensor_programs, fsdp_training,
-                                 plain_programs, run_ranks)
+from distributed_support import (
+    DIFFERS_FROM_EAGER,
+    DTENSOR_PROGRAMS,
+    ddp_training,
+    dtensor_programs,
+    fsdp_training,
+    plain_programs,
+    run_ranks,
+)
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="this torch build has no gloo backend")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from backend_support import RecordingInner, complex_nodes
+from torch.utils._pytree import tree_leaves
 
 import realify
-from backend_support import RecordingInner, complex_nodes
 from realify.bench.workloads import WORKLOADS, apply_rotary_emb, rotary_freqs
-from torch.utils._pytree import tree_leaves
 
 pytestmark = pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd is returning a function")
 

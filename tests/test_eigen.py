@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 import torch
+from backend_support import RecordingInner
 from torch.utils._pytree import tree_unflatten
 
 import realify
-from backend_support import RecordingInner
 from realify.errors import MissingRuleError
 
 DTYPES = [torch.complex64, torch.complex128]

@@ -217,15 +217,17 @@ def _squeezes_without_size_one_dims(z, x):
 
 
 @pytest.mark.parametrize("entry", ["export", "decompose"])
-@pytest.mark.parametrize("program, name", [(_transposes_z_in_place, "input 0 (z)"), (_transposes_x_in_place, "input 1 (x)")],
+@pytest.mark.parametrize("program, name",
+                         [(_transposes_z_in_place, "input 0 (z)"), (_transposes_x_in_place, "input 1 (x)")],
                          ids=["complex input", "real input"])
 def test_a_program_that_changes_an_inputs_shape_in_place_gets_a_named_error(entry, program, name):
     # eager changes the caller's tensor to (4, 3); a real-only graph cannot: realify names the
     # input instead of failing inside its trace (it raised a shape mismatch from fake tensors)
     z, x = randc(3, 4), torch.randn(3, 4)
-    call = (lambda: realify.export(program, (z, x))) if entry == "export" else (lambda: realify.decompose(program, [z, x]))
-    with pytest.raises(realify.InputMetadataChangeError, match=rf"{re.escape(name)} in place, from \(3, 4\) to \(4, 3\)"):
-        call()
+    entry_point = realify.export if entry == "export" else realify.decompose
+    with pytest.raises(realify.InputMetadataChangeError,
+                       match=rf"{re.escape(name)} in place, from \(3, 4\) to \(4, 3\)"):
+        entry_point(program, [z, x] if entry == "decompose" else (z, x))
     # what the message advises, the out-of-place view, exports and matches eager
     fixed = _WITH_OUT_OF_PLACE_VIEW[program]
     ep = realify.export(fixed, (z, x))

@@ -11,7 +11,7 @@ C64 = torch.complex64
 
 def _with_break_and_island(z, w):
     y = torch.fft.fft(z) * w
-    print("a graph break")  # noqa: T201 - dynamo cannot trace print: the program's graph break
+    print("a graph break")
     return torch.linalg.det(y.reshape(2, 2)).abs() + y.abs().sum()
 
 
@@ -81,7 +81,7 @@ def test_torch_logs_shows_realifys_log(tmp_path):
     )
     env = {**os.environ, "TORCH_LOGS": "+realify"}
     done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+                          check=False, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     logged = [line for line in done.stderr.splitlines() if "eager island" in line and "aten._linalg_det" in line]
     assert logged, done.stderr[-2000:]

@@ -8,7 +8,8 @@ state, constants; ONNX tensor types), then run three ways against eager complex 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -24,7 +25,7 @@ from torch.export import Dim
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 
 import realify
-from realify.bench.workloads import FNOBlock, apply_rotary_emb, docs_chain, rotary_freqs
+from realify.bench.workloads import FNOBlock, apply_rotary_emb, docs_chain, linear_recurrence_step, rotary_freqs
 from realify.onnx import onnx_translation_table, to_onnx
 
 C64, C128 = torch.complex64, torch.complex128
@@ -69,7 +70,8 @@ def rfft_odd(x):
 
 def rfft_norms(x):
     return [(torch.fft.rfft(x, norm=n), torch.fft.irfft(torch.fft.rfft(x), n=x.shape[-1], norm=n),
-             torch.fft.irfft2(torch.fft.rfft2(x, norm=n), s=x.shape[-2:], norm=n)) for n in ("backward", "ortho", "forward")]
+             torch.fft.irfft2(torch.fft.rfft2(x, norm=n), s=x.shape[-2:], norm=n))
+            for n in ("backward", "ortho", "forward")]
 
 
 def mixed(z, x, scale):
@@ -104,7 +106,7 @@ def scan_recurrence(z, w):
 
 def parallel_recurrence(a, b):
     """h_t = a_t h_(t-1) + b_t as associative_scan's log-depth combine of (a, b) pairs."""
-    return associative_scan(lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1]), (a, b), dim=0, combine_mode="generic")[1]
+    return associative_scan(linear_recurrence_step, (a, b), dim=0, combine_mode="generic")[1]
 
 
 def mapped(z, w):
@@ -122,7 +124,8 @@ class Case:
 
 CASES = {
     "docs_chain": Case(docs_chain, lambda: (randc(64), randc(64)), onnx=True),
-    "rotary": Case(rotary, lambda: (torch.randn(2, 8, 3, 16), torch.randn(2, 8, 3, 16), rotary_freqs(8, 16)), onnx=True),
+    "rotary": Case(rotary, lambda: (torch.randn(2, 8, 3, 16), torch.randn(2, 8, 3, 16), rotary_freqs(8, 16)),
+                   onnx=True),
     "conv_linear": Case(ComplexConvLinear(), lambda: (randc(2, 2, 5, 5),), onnx=True),
     # the spectral mix is a complex einsum over the low modes: 3 real GEMMs (Gauss), whose error
     # bound is up to 3x the 4-GEMM form's (docs/numerics.md), hence 3x the complex64 bound
@@ -159,7 +162,8 @@ def assert_no_complex(ep: torch.export.ExportedProgram) -> None:
     """Every node's value, every placeholder and output, all state and constants are real."""
     for node in ep.graph.nodes:
         for value in tree_leaves(node.meta.get("val")):
-            assert not (isinstance(value, torch.Tensor) and value.dtype.is_complex), f"{node.op} {node.name}: {value.dtype}"
+            complex_value = isinstance(value, torch.Tensor) and value.dtype.is_complex
+            assert not complex_value, f"{node.op} {node.name}: {value.dtype}"
         for arg in tree_leaves((node.args, node.kwargs)):
             assert not isinstance(arg, complex), f"{node.name} has a complex scalar argument"
             assert not (isinstance(arg, torch.dtype) and arg.is_complex), f"{node.name} has a complex dtype argument"
@@ -174,7 +178,8 @@ def assert_close(actual: Any, expected: Any, tol: dict | None = None) -> None:
     e_leaves, e_spec = tree_flatten(expected)
     assert a_spec == e_spec, f"output structure {a_spec}, expected {e_spec}"
     for a, e in zip(a_leaves, e_leaves):
-        assert a.dtype == e.dtype and a.shape == e.shape, f"{a.dtype}{tuple(a.shape)}, expected {e.dtype}{tuple(e.shape)}"
+        assert a.dtype == e.dtype and a.shape == e.shape, \
+            f"{a.dtype}{tuple(a.shape)}, expected {e.dtype}{tuple(e.shape)}"
         real = torch.view_as_real(e).dtype if e.dtype.is_complex else e.dtype
         bound = (tol or {}).get(real, TOL.get(real, TOL[torch.float32]))
         torch.testing.assert_close(a.detach(), e, **bound)
@@ -233,7 +238,7 @@ def test_export_matches_eager(name):
         model, session = onnx_session(ep)
         assert_onnx_real(model)
         outputs = run_onnx(session, tree_leaves((real_args, real_kwargs)))
-        flat_expected = [x for x in tree_leaves(tree_map(interleave, expected))]
+        flat_expected = list(tree_leaves(tree_map(interleave, expected)))
         assert len(outputs) == len(flat_expected)
         # ONNX Runtime's own kernels (its DFT, GEMM, transcendental functions) round differently
         # from PyTorch's: the same bounds, on the same float32 values
@@ -479,7 +484,7 @@ def test_unsupported_complex_dtype_is_named():
 
 def test_adapter_needs_a_realify_program():
     ep = torch.export.export(nn.Linear(2, 2), (torch.randn(1, 2),))
-    with pytest.raises(realify.RealifyError, match="realify.export"):
+    with pytest.raises(realify.RealifyError, match=r"realify\.export"):
         realify.ComplexCallAdapter(ep)
 
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 import torch
+from backend_support import RecordingInner
 
 import realify
-from backend_support import RecordingInner
 from realify.runtime.ops import fft_c2r
 
 C2R = torch.ops.realify.fft_c2r.default

@@ -22,11 +22,11 @@ representable inputs), is that condition times about eps; realify may be a const
 ``eps128 / eps64``, stands for it. Eager's two precisions can agree exactly by luck where the
 condition is large (an FFT of quotients ``z / z``, exact in one precision only), so the
 condition is also measured without luck: eager's complex128 program with one complex64
-rounding per op, against the same program unperturbed (``Program.perturbed_function``). Where eager's complex64 result is itself not what complex128
-gives in kind (it overflowed, or made a nan, where complex128 did not: a subnormal divisor,
-docs/numerics.md "Division"), realify must match the complex128 result instead. Everywhere
-else nan and +-inf must sit in the same parts as eager's. Signs of zeros are not compared:
-they differ by design in C99 addition and division (docs/numerics.md).
+rounding per op, against the same program unperturbed (``Program.perturbed_function``). Where
+eager's complex64 result is itself not what complex128 gives in kind (it overflowed, or made a
+nan, where complex128 did not: a subnormal divisor, docs/numerics.md "Division"), realify must
+match the complex128 result instead. Everywhere else nan and +-inf must sit in the same parts
+as eager's. Signs of zeros are not compared: they differ by design in C99 addition and division (docs/numerics.md).
 
 Deliberate differences are excluded by construction, not by looser comparisons; each
 generator says where (``C99`` in the comments below). The bounded run is part of the default
@@ -139,7 +139,8 @@ class Input:
         if self.alias_of is not None:
             return f"{self.name} = {self.alias_of}  # the same tensor twice"
         if self.overlap_of is not None:
-            return f"{self.name} = {self.overlap_of}_base[1:]  # overlaps {self.overlap_of} = {self.overlap_of}_base[:-1]"
+            base = f"{self.overlap_of}_base"
+            return f"{self.name} = {base}[1:]  # overlaps {self.overlap_of} = {base}[:-1]"
         values = ", ".join(_complex_literal(v) for v in self.values)
         data = f"torch.tensor([{values}], dtype={_dtype_name(dtype)}).reshape({self.base_shape!r})"
         if self.axis == "real":
@@ -398,7 +399,8 @@ class Builder:
         if fn in CUT_FUNCTIONS and not v.signed:
             fn = "exp"
         bound = {"exp": _exp(b), "sin": _exp(b), "cos": _exp(b), "sqrt": math.sqrt(b), "conj": b, "neg": b}.get(fn, INF)
-        expr = f"torch.{fn}({v.name})" if fn != "conj" else self.draw(st.sampled_from([f"{v.name}.conj()", f"torch.conj_physical({v.name})"]))
+        conj = st.sampled_from([f"{v.name}.conj()", f"torch.conj_physical({v.name})"])
+        expr = f"torch.{fn}({v.name})" if fn != "conj" else self.draw(conj)
         self.emit(expr, bound, signed=v.signed and fn not in ("neg", "reciprocal"))  # a division: C99
 
     def op_binary(self) -> None:
@@ -570,8 +572,8 @@ class Builder:
         elif how == "no_grad":
             self.emit("", scaled, line=f"with torch.no_grad():\n    {{name}} = {v.name} * {s!r}", signed=v.signed)
         elif how == "inference_mode":  # an inference tensor is cloned before autograd reads it, as eager requires
-            self.emit("", scaled, line=f"with torch.inference_mode():\n    {{name}} = {v.name} * {s!r}\n{{name}} = {{name}}.clone()",
-                      signed=v.signed)
+            inside = f"with torch.inference_mode():\n    {{name}} = {v.name} * {s!r}"
+            self.emit("", scaled, line=f"{inside}\n{{name}} = {{name}}.clone()", signed=v.signed)
         elif how == "set_grad_enabled":
             self.emit("", scaled, line=(f"torch.set_grad_enabled(False)\n{{name}} = {v.name} * {s!r}\n"
                                         "torch.set_grad_enabled(True)"), signed=v.signed)
@@ -720,7 +722,8 @@ def assert_matches(actual, expected, ref64, ref128, dtype, depth: int, what: str
     if not bool(close.all()):
         bad = (~close).nonzero()[:5].tolist()
         rows = "\n".join(f"  at {tuple(i)}: realify {a[tuple(i)].item()!r}, eager {e[tuple(i)].item()!r}, "
-                         f"eager complex128 {r128[tuple(i)].item()!r}, tolerance {tol[tuple(i)].item():.3g}" for i in bad)
+                         f"eager complex128 {r128[tuple(i)].item()!r}, tolerance {tol[tuple(i)].item():.3g}"
+                         for i in bad)
         raise AssertionError(f"{what}: {int((~close).sum())} of {close.numel()} parts differ from eager\n{rows}")
 
 
@@ -812,9 +815,9 @@ def _largest_gradient_term(program: Program, dtype: torch.dtype, seed: int) -> f
 
 def _grads(loss, leaves):
     if not isinstance(loss, torch.Tensor):
-        return [torch.zeros_like(l) for l in leaves]
+        return [torch.zeros_like(leaf) for leaf in leaves]
     grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    return [torch.zeros_like(l) if g is None else g for g, l in zip(grads, leaves)]
+    return [torch.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)]
 
 
 def check_program(program: Program, inner: str = "eager") -> None:
@@ -839,8 +842,8 @@ def check_program(program: Program, inner: str = "eager") -> None:
         assert o.dtype == x.dtype, f"output {i}: dtype {o.dtype} != eager's {x.dtype}"
         assert_matches(o, x, x64, x128, dtype, program.depth, f"output {i}", spreads=[(xp, x128)])
     if program.mutates_inputs:
-        for i, (l, le, l64, l128) in enumerate(zip(leaves, leaves_e, leaves64, leaves128)):
-            assert_matches(l, le, l64, l128, dtype, program.depth, f"input base {i} after the call")
+        for i, (leaf, le, l64, l128) in enumerate(zip(leaves, leaves_e, leaves64, leaves128)):
+            assert_matches(leaf, le, l64, l128, dtype, program.depth, f"input base {i} after the call")
     if grads:
         seed = program.projection_seed
         g = _grads(_projected_loss(out, seed), leaves)
@@ -908,7 +911,7 @@ _COMMON = dict(derandomize=True, deadline=None, database=None, print_blob=False,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 
-@settings(max_examples=int(os.environ.get("REALIFY_FUZZ_EXAMPLES", 200)), **_COMMON)
+@settings(max_examples=int(os.environ.get("REALIFY_FUZZ_EXAMPLES", "200")), **_COMMON)
 @given(programs())
 def test_fuzz_eager_inner(program):
     check_program(program, inner="eager")
@@ -916,7 +919,7 @@ def test_fuzz_eager_inner(program):
 
 # Inductor compiles take seconds each (about 10 s for a program and its backward on 2 cores):
 # the bounded run checks forward values of shorter programs; the long run checks gradients too
-@settings(max_examples=int(os.environ.get("REALIFY_FUZZ_INDUCTOR_EXAMPLES", 12)), **_COMMON)
+@settings(max_examples=int(os.environ.get("REALIFY_FUZZ_INDUCTOR_EXAMPLES", "12")), **_COMMON)
 @given(programs(mutation=False, grads=False, max_ops=5))
 def test_fuzz_inductor(program):
     check_program(program, inner="inductor")

@@ -13,10 +13,10 @@ import warnings
 
 import pytest
 import torch
+from known_failures import FACTORIZATIONS, NO_RULE_YET
 from torch.utils._pytree import tree_flatten
 
 import realify
-from known_failures import FACTORIZATIONS, NO_RULE_YET
 from realify.tools.opinfo import assert_matches, complex_ops, flatten_sample, no_test_case_lookup, op_id
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")

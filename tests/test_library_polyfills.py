@@ -86,7 +86,7 @@ def test_shared_intermediates_falls_back_to_the_original(fresh_dynamo):
     """Inside opt_einsum's sharing context the answer depends on the thread: the original
     runs (a graph break, as without realify), with the same values."""
     with oe.shared_intermediates():
-        graphs, breaks = _graphs_and_breaks(_contract, *_operands())
+        _graphs, breaks = _graphs_and_breaks(_contract, *_operands())
         torch._dynamo.reset()
         loss, out = realify.compile(_contract)(*_operands())
     assert breaks > 0

@@ -15,15 +15,15 @@ The models come from :mod:`realify.bench.workloads` (the benchmark runs the same
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from backend_support import RecordingInner
 
 import realify
-from backend_support import RecordingInner
 from realify.bench.workloads import ComplexCNN, FNOBlock, S4DConv, STFTMaskModel
 
 C64 = torch.complex64
@@ -196,7 +196,7 @@ def test_complex_cnn_trains_like_eager(inner):
     _assert_trains_like_eager(model, rec, (x,), labels, F.cross_entropy, steps=3, lr=1e-3)
     _check_graphs(rec)
     if isinstance(rec, RecordingInner):
-        forward = [gm for k, gm in rec.graphs if k == "forward"][0]
+        forward = next(gm for k, gm in rec.graphs if k == "forward")
         convs = [n for n in forward.graph.nodes if n.target == torch.ops.aten.convolution.default]
         assert convs and all(not n.meta["val"].dtype.is_complex for n in convs)
 

@@ -53,7 +53,7 @@ def test_real_pairs_compute_and_train_as_the_complex_parameters_did(fresh_dynamo
 def test_a_parametrized_complex_parameter_is_refused_by_name():
     model = _Mixed()
     torch.nn.utils.parametrize.register_parametrization(model.inner, "phase", _Conj())
-    with pytest.raises(ValueError, match="complex_parameters_as_real: inner.phase is already parametrized"):
+    with pytest.raises(ValueError, match=r"complex_parameters_as_real: inner\.phase is already parametrized"):
         realify.complex_parameters_as_real(model)
 
 

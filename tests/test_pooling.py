@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from backend_support import RecordingInner
 from torch.utils._pytree import tree_unflatten
 
 import realify
-from backend_support import RecordingInner
 from realify import ComplexTensor
 from realify.rules.pooling import UndefinedForComplexError
 from realify.tensor import unwrap_complex, wrap_complex
@@ -244,6 +244,6 @@ def test_compile_pooling_model(inner):
     if inner == "record":
         assert rec.complex_nodes() == []
         # the real graph realify hands over (aot_autograd may decompose upsampling further)
-        real_graph = [gm for kind, gm in rec.graphs if kind == "dynamo"][0]
+        real_graph = next(gm for kind, gm in rec.graphs if kind == "dynamo")
         targets = {n.target for n in real_graph.graph.nodes}
         assert {aten.upsample_bilinear2d.default, aten.avg_pool2d.default, aten._adaptive_avg_pool2d.default} <= targets

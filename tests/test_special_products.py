@@ -16,9 +16,9 @@ import warnings
 
 import pytest
 import torch
+from test_numerics import DTYPES, FRONT_ENDS, assert_same_values
 
 import realify
-from test_numerics import DTYPES, FRONT_ENDS, assert_same_values
 
 inf, nan = math.inf, math.nan
 PARTS = [inf, -inf, nan, 0.0, -0.0]

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import realify
-import realify.runtime.ops  # noqa: F401  (registers the realify:: custom ops)
+import realify.runtime.ops
 from realify import ComplexTensor
 from realify.rules import apply_rule
 from realify.tensor import unwrap_complex, wrap_complex
@@ -330,8 +330,10 @@ def test_fft_custom_ops_match_aten():
     torch.testing.assert_close(ops.fft_c2c(pairs, [0, -1], 1, True), planar(torch.fft.fftn(z, norm="ortho")))
     torch.testing.assert_close(ops.fft_r2c(x, [-1], 2, True), planar(torch.fft.rfft(x, norm="forward")))
     # the *_pairs variants: the same transforms, as pairs
-    torch.testing.assert_close(ops.fft_c2c_pairs(pairs, [0, -1], 1, True), torch.view_as_real(torch.fft.fftn(z, norm="ortho")))
-    torch.testing.assert_close(ops.fft_r2c_pairs(x, [-1], 2, True), torch.view_as_real(torch.fft.rfft(x, norm="forward")))
+    torch.testing.assert_close(ops.fft_c2c_pairs(pairs, [0, -1], 1, True),
+                               torch.view_as_real(torch.fft.fftn(z, norm="ortho")))
+    torch.testing.assert_close(ops.fft_r2c_pairs(x, [-1], 2, True),
+                               torch.view_as_real(torch.fft.rfft(x, norm="forward")))
     torch.testing.assert_close(ops.fft_c2r(pairs, [-1], 0, 12), torch.fft.irfft(z, 12, norm="forward"))
     strided = rand(7, 4, 2, dtype=torch.float64).transpose(0, 1)  # pairs not viewable as complex
     torch.testing.assert_close(ops.fft_c2c(strided, [1], 0, False),
@@ -347,7 +349,8 @@ def test_fft_custom_ops_fake_shapes():
     calls = [lambda p, r: ops.fft_c2c(p, [0, 1], 2, False), lambda p, r: ops.fft_r2c(r, [0, -1], 1, True),
              lambda p, r: ops.fft_r2c(r, [1], 0, False), lambda p, r: ops.fft_c2r(p, [1], 0, 12),
              lambda p, r: ops.fft_c2r(p.transpose(0, 1), [0, 1], 2, 7),
-             lambda p, r: ops.fft_c2c_pairs(p.transpose(0, 1), [0], 1, True), lambda p, r: ops.fft_r2c_pairs(r, [0, -1], 1, True),
+             lambda p, r: ops.fft_c2c_pairs(p.transpose(0, 1), [0], 1, True),
+             lambda p, r: ops.fft_r2c_pairs(r, [0, -1], 1, True),
              lambda p, r: ops.fft_r2c_pairs(r, [1], 0, False)]
     for call in calls:
         real = call(pairs, x)
@@ -382,7 +385,8 @@ CONVS = {
                          lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1)),
     "aten_convolution_grouped": (lambda x, w, b: torch.convolution(x, w, b, [2, 1], [1, 1], [1, 2], False, [0, 0], 2),
                                  [(2, 4, 7, 6), (6, 2, 3, 3), (6,)],
-                                 lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2)),
+                                 lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2),
+                                                          groups=2)),
     "aten_convolution_transposed": (
         lambda x, w, b: torch.convolution(x, w, b, [2, 1], [1, 0], [1, 2], True, [1, 0], 2),
         [(2, 4, 7, 6), (4, 3, 3, 2), (6,)],
@@ -410,9 +414,9 @@ def test_convolution(front_end, name, dtype, gemm):
 @pytest.mark.parametrize("gemm", [3, 4])
 def test_convolution_product_count(gemm):
     # complex x complex: 3 (Gauss) or 4 real convolutions; one real side: 2
-    fn = lambda x, w: torch.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)  # noqa: E731
+    fn = lambda x, w: torch.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
     x, w = _conv_inputs([(1, 4, 8, 8), (6, 4, 3, 3)], torch.complex64)
-    count = lambda gm: targets(gm).count(aten.convolution.default)  # noqa: E731
+    count = lambda gm: targets(gm).count(aten.convolution.default)
     with realify.config.patch(gemm_multiplications=gemm):
         assert count(realify.decompose(fn, [x, w])) == gemm
         assert count(realify.decompose(fn, [x, w.real.contiguous()])) == 2
@@ -422,7 +426,7 @@ def test_convolution_product_count(gemm):
 def test_convolution_mixed_operands():
     # one real operand (eager rejects the mix; the rule computes the promoted result)
     x, w, b = _conv_inputs([(2, 4, 9), (6, 4, 3), (6,)], torch.complex128)
-    call = lambda x, w, b: apply_rule(aten.convolution.default, (x, w, b, [1], [1], [1], False, [0], 1), {})  # noqa: E731
+    call = lambda x, w, b: apply_rule(aten.convolution.default, (x, w, b, [1], [1], [1], False, [0], 1), {})
     expected = F.conv1d(x, w.real.to(x.dtype), b.real.to(x.dtype), padding=1)
     assert_same(call(ComplexTensor.from_complex(x), w.real, b.real).to_complex(), expected)
     expected = F.conv1d(x.real.to(x.dtype), w, b, padding=1)
@@ -478,7 +482,7 @@ def test_complex_conv2d_module(dtype):
     module = nn.Conv2d(4, 6, 3, padding=1, stride=(1, 2), dtype=dtype)
     x = rand(2, 4, 8, 8, dtype=dtype)
     weight, bias = module.weight.detach(), module.bias.detach()
-    program = lambda x, w, b: torch.func.functional_call(module, {"weight": w, "bias": b}, (x,))  # noqa: E731
+    program = lambda x, w, b: torch.func.functional_call(module, {"weight": w, "bias": b}, (x,))
     assert_same(run_decompose(program, x, weight, bias), module(x).detach())
 
 

@@ -17,10 +17,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch.distributed as dist
-
 from distributed_support import run_ranks
-from parallel_support import (COLLECTIVES, TP_MODELS, collectives, ddp_pieces, dtensor_random_programs, fsdp_over_tp,
-                              per_block_fsdp, random_dtensor_program, single_process_tp_reference, tensor_parallel)
+from parallel_support import (
+    COLLECTIVES,
+    TP_MODELS,
+    collectives,
+    ddp_pieces,
+    dtensor_random_programs,
+    fsdp_over_tp,
+    per_block_fsdp,
+    random_dtensor_program,
+    single_process_tp_reference,
+    tensor_parallel,
+)
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="this torch build has no gloo backend")

@@ -7,7 +7,8 @@ import json
 import math
 import os
 import platform
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -92,7 +93,8 @@ def format_table(rows: Sequence[Row], *, markdown: bool = False, max_status: int
     right = {2, 3, 4, 5, 6, 7}
 
     def fmt(line: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+        cells = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths)))
+        return "  ".join(cells).rstrip()
 
     out = [fmt(COLUMNS), "  ".join("-" * w for w in widths)]
     previous = None
@@ -106,7 +108,7 @@ def format_table(rows: Sequence[Row], *, markdown: bool = False, max_status: int
 
 def to_json(rows: Sequence[Row], **meta: Any) -> dict[str, Any]:
     return {
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         **meta,
         "rows": [{k: _finite(v) for k, v in r.to_dict().items()} for r in rows],

@@ -28,10 +28,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import statistics
 import time
-from typing import Any, Callable, ContextManager, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -53,7 +56,7 @@ class Mode:
     description: str
     owner: str  # whose code runs the workload in this mode (a failure is theirs)
     wrap: Callable[[Callable], Callable]
-    context: Callable[[], ContextManager] = contextlib.nullcontext
+    context: Callable[[], AbstractContextManager] = contextlib.nullcontext
     gemm_only: bool = False  # only for workloads with complex GEMM/convolution
     compiled: bool = True
     hidden: bool = False  # not run by default (used by tests)
@@ -72,7 +75,7 @@ def _realify(inner: str) -> Callable[[Callable], Callable]:
     return wrap
 
 
-def _complex_autocast() -> ContextManager:
+def _complex_autocast() -> AbstractContextManager:
     import realify
 
     return realify.config.patch(complex_autocast=True)
@@ -91,7 +94,7 @@ def low_precision_unavailable(device: str) -> str | None:
             "hundreds of times slower than float32; set REALIFY_BENCH_SLOW_BFLOAT16=1 to run it anyway")
 
 
-def _gemm4() -> ContextManager:
+def _gemm4() -> AbstractContextManager:
     import realify
 
     return realify.config.patch(gemm_multiplications=4)
@@ -300,7 +303,7 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
                     row.notes.append(f"{recompiled} recompile(s) after the first call")
         except _workloads.WorkloadUnavailable as e:
             row.status, row.error = "skipped", str(e)
-        except Exception as e:  # noqa: BLE001 - a failing mode is a result, not a crash
+        except Exception as e:
             row.status, row.error = "failed", one_line(e)
             log.info("%s %s under %s failed: %s", w.name, case.variant, mode.name, row.error)
     if row.graph_breaks:
@@ -372,7 +375,7 @@ def max_rel_err(result: Any, reference: Any) -> float:
             continue
         scale = r.abs().max().item()
         diff = (x - r).abs().max().item()
-        if diff != diff:  # inf - inf
+        if math.isnan(diff):  # inf - inf
             return float("inf")
         worst = max(worst, diff / scale if scale > 0 else diff)
     return worst
@@ -462,7 +465,7 @@ class _NoBar:
     def close(self) -> None:
         pass
 
-    def external_write_mode(self) -> ContextManager:
+    def external_write_mode(self) -> AbstractContextManager:
         return contextlib.nullcontext()
 
 

@@ -19,7 +19,8 @@ import dataclasses
 import functools
 import importlib
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -29,16 +30,28 @@ from torch._higher_order_ops.associative_scan import associative_scan
 C64 = torch.complex64
 
 __all__ = [
-    "WORKLOADS", "Workload", "get", "names",
-    "docs_chain", "complex_gemm",
-    "rotary_freqs", "apply_rotary_emb", "rotary_loss",
-    "SpectralConv2d", "FNOBlock",
-    "S4DKernel", "S4DConv", "LRU",
-    "ModReLU", "Cardioid", "ComplexCNN", "ComplexTorchCNN",
-    "STFTMaskModel",
-    "QuantumCircuit",
+    "LRU",
+    "WORKLOADS",
+    "Cardioid",
+    "ComplexCNN",
+    "ComplexTorchCNN",
+    "FNOBlock",
     "LossWrapper",
+    "ModReLU",
+    "QuantumCircuit",
+    "S4DConv",
+    "S4DKernel",
+    "STFTMaskModel",
+    "SpectralConv2d",
+    "Workload",
     "WorkloadUnavailable",
+    "apply_rotary_emb",
+    "complex_gemm",
+    "docs_chain",
+    "get",
+    "names",
+    "rotary_freqs",
+    "rotary_loss",
 ]
 
 
@@ -172,11 +185,12 @@ class LRU(nn.Module):
     def forward(self, u: torch.Tensor) -> torch.Tensor:  # u: (batch, L, H) real
         lam = torch.polar(torch.exp(-torch.exp(self.nu_log)), torch.exp(self.theta_log))
         bu = (u.to(self.B.dtype) @ self.B.T) * torch.exp(self.gamma_log)
-        x = associative_scan(_linear_recurrence_step, (lam.expand_as(bu), bu), dim=1, combine_mode="generic")[1]
+        x = associative_scan(linear_recurrence_step, (lam.expand_as(bu), bu), dim=1, combine_mode="generic")[1]
         return (x @ self.C.T).real + u * self.D
 
 
-def _linear_recurrence_step(left, right):
+def linear_recurrence_step(left, right):
+    """The associative combine of h_t = a_t h_(t-1) + b_t: (a1, b1) . (a2, b2) = (a1 a2, a2 b1 + b2)."""
     (a1, b1), (a2, b2) = left, right
     return a1 * a2, a2 * b1 + b2
 
@@ -509,7 +523,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              third_party="neuraloperator"),
     Workload("complextorch-cnn", "complextorch layers: complex Conv2d, cardioid, modReLU, pooling, Linear",
              _build_complextorch_cnn,
-             {"tiny": dict(batch=2, channels=4), "small": dict(batch=32, channels=16), "large": dict(batch=256, channels=32)},
+             {"tiny": dict(batch=2, channels=4), "small": dict(batch=32, channels=16),
+              "large": dict(batch=256, channels=32)},
              trainable=True, gemm=True, third_party="complextorch"),
     Workload("auraloss-mrstft", "auraloss's multi-resolution STFT loss (3 STFT sizes, spectral convergence, log "
              "magnitude)", _build_auraloss_mrstft,
@@ -524,7 +539,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              {"tiny": dict(batch=1, seq=8, heads=2, dim=16), "small": dict(batch=4, seq=512, heads=8, dim=64),
               "large": dict(batch=16, seq=2048, heads=32, dim=128)}, trainable=True),
     Workload("fno", "Fourier Neural Operator block (rfft2, complex einsum on low modes, irfft2)", _build_fno,
-             {"tiny": dict(batch=2, channels=4, grid=16, modes=4), "small": dict(batch=8, channels=32, grid=64, modes=16),
+             {"tiny": dict(batch=2, channels=4, grid=16, modes=4),
+              "small": dict(batch=8, channels=32, grid=64, modes=16),
               "large": dict(batch=32, channels=64, grid=128, modes=32)}, trainable=True, gemm=True),
     Workload("s4d", "S4D kernel (complex Vandermonde) and FFT long convolution", _build_s4d,
              {"tiny": dict(batch=2, H=4, N=8, L=32), "small": dict(batch=4, H=64, N=64, L=1024),

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.fx as fx
@@ -21,8 +21,8 @@ from torch._functorch import predispatch
 from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch.utils._pytree import tree_leaves
 
-from .grad_semantics import GradSemantics
 from ..runtime.ops import fusion_barrier
+from .grad_semantics import GradSemantics
 
 
 class DynamoGraphRunner(fx.Interpreter):
@@ -48,13 +48,12 @@ class DynamoGraphRunner(fx.Interpreter):
     ``realify::fusion_barrier`` (realify/runtime/ops.py): Inductor stores them rather than inlining
     a log-depth scan's levels into one another."""
 
-    # functorch's level arguments, by position; looked up by name because torch 2.11's
-    # predispatch module has no _unwrap_for_grad of its own
-    _LEVEL_ARG = {getattr(module, name): position for module, name, position in [
+    # functorch's level arguments, by position
+    _LEVEL_ARG: ClassVar[dict[Any, int]] = {getattr(module, name): position for module, name, position in [
         (predispatch, "_add_batch_dim", 2), (predispatch, "_remove_batch_dim", 1),
         (predispatch, "_unwrap_for_grad", 1), (torch._C._functorch, "_wrap_for_grad", 1),
         (torch._C._functorch, "_unwrap_for_grad", 1),
-    ] if hasattr(module, name)}
+    ]}
 
     def __init__(self, gm: fx.GraphModule, grad_semantics: GradSemantics | None = None):
         super().__init__(gm)
@@ -108,8 +107,9 @@ def source_line(node: fx.Node | None) -> str | None:
         frames = _FRAME.findall(trace)
         if frames:
             filename, line, function, code = frames[-1]
-            return f"{filename}:{line} in {function}: {code.strip()}" if code.strip() else f"{filename}:{line} in {function}"
-        lines = [l.strip() for l in trace.strip().splitlines() if l.strip()]
+            where = f"{filename}:{line} in {function}"
+            return f"{where}: {code.strip()}" if code.strip() else where
+        lines = [text.strip() for text in trace.strip().splitlines() if text.strip()]
         return " | ".join(lines[-2:])
     return f"graph node {node.name} (no source line was recorded)"
 

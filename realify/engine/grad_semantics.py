@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
@@ -124,7 +125,8 @@ class GradSemantics:
             base = None if detaching or not grad else next((x for x in operands if _aliases(out, x)), None)
             self.family[out] = self._family(base) if base is not None else next(self.ids)
             if grad and from_grad and _differentiable(out) and not detaching:
-                self.requires[out] = self.requires[base] if base is not None and base in self.requires else next(self.ids)
+                inherited = base is not None and base in self.requires
+                self.requires[out] = self.requires[base] if inherited else next(self.ids)
         return result
 
     def _family(self, x: torch.Tensor) -> int:

@@ -24,11 +24,11 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from ..runtime.dtypes import complex_of, pairs_of
 from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import complex_of, pairs_of
 
 log = logging.getLogger("realify")
-_REGISTRY: dict[str, "_Island"] = {}
+_REGISTRY: dict[str, _Island] = {}
 _COUNTER = itertools.count()
 _WARNED: set[str] = set()
 
@@ -97,8 +97,9 @@ def _eager_dispatch():
     1.1. AOTAutograd runs a compiled graph's first call under such a mode (its check that
     custom ops do not alias their inputs), so Inductor's first call of every island was
     affected; with functorch's keys off too, the backward island's ``torch.func.vjp`` fails
-    under such a mode ("Cannot access storage of TensorWrapper"). Only tensors that carry a key are dispatched to it, and the island's inputs are
-    plain real tensors: re-enabling the keys reaches only the op's own intermediate values."""
+    under such a mode ("Cannot access storage of TensorWrapper"). Only tensors that carry a key
+    are dispatched to it, and the island's inputs are plain real tensors: re-enabling the keys
+    reaches only the op's own intermediate values."""
     exclude = torch._C._dispatch_tls_local_exclude_set()
     kept = exclude & _KERNEL_EXCLUDED
     if kept.raw_repr() == exclude.raw_repr():
@@ -137,7 +138,7 @@ def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[tor
         return [outs[i] for i in floating if outs[i].is_floating_point()]
 
     with _eager_dispatch():
-        outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
+        _outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
         got = dict(zip(wrt, pullback([grads[i] for i in floating])))
     # a new tensor (never an input's alias), laid out as the fake implementation says
     return [_contiguous_copy(_grad_or_zeros(got.get(i), t)) for i, t in enumerate(tensors)]

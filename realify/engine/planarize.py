@@ -6,8 +6,9 @@ and bodies too), and trace the real ops that result.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -20,15 +21,15 @@ from torch.fx.experimental.symbolic_shapes import free_symbols
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ..runtime.boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
-from .dynamo_graph import source_line
-from .custom_functions import custom_function, planar_function_call
 from ..errors import DECOMPOSE_ADVICE, MissingRuleError
-from ..runtime.ops import stop_gradient
 from ..passes.cleanup import keep_unread
 from ..rules import apply_rule
 from ..rules._planar import pairs_of
+from ..runtime.boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
 from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.ops import stop_gradient
+from .custom_functions import custom_function, planar_function_call
+from .dynamo_graph import source_line
 
 aten = torch.ops.aten
 
@@ -177,7 +178,8 @@ class PlanarInterpreter(fx.Interpreter):
         kinds = _kinds([*carried, *additional])
         condition = self._planar_subgraph(cond_graph, kinds, [], as_parts=False)
         body = self._planar_subgraph(body_graph, kinds, [])
-        flat = torch.ops.higher_order.while_loop(condition, body, tuple(_as_parts(carried)), tuple(_as_parts(additional)))
+        flat = torch.ops.higher_order.while_loop(condition, body, tuple(_as_parts(carried)),
+                                                 tuple(_as_parts(additional)))
         return _from_parts(flat, _kinds(carried))
 
     def _planar_over_slices(self, op: HigherOrderOperator, body_graph: fx.GraphModule,

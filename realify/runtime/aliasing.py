@@ -16,7 +16,8 @@ export adapter) use for them:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false
@@ -51,7 +52,8 @@ def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: di
     return None
 
 
-def _shared_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None) -> tuple[int, int] | None:
+def _shared_write(values: Sequence[Any], written: Collection[int],
+                  fixed: dict[int, list] | None) -> tuple[int, int] | None:
     """:func:`overlapping_write` where some tensors share a storage: their byte spans decide."""
     groups = storages(values, range(len(values)))
     for key, group in groups.items():
@@ -131,7 +133,7 @@ class OutputView:
 
     @staticmethod
     def of(output: torch.Tensor, base: torch.Tensor, input: int, whole: bool = False,
-           from_output: bool = False) -> "OutputView | None":
+           from_output: bool = False) -> OutputView | None:
         """How to take ``output`` from ``base`` (fake values with eager's geometry: the
         program's own metadata), or None where it cannot be taken again at each call: sizes or
         offsets that are symbolic, a dtype the input cannot be viewed as, a different neg bit."""
@@ -230,7 +232,8 @@ def needs_restride(shape: Sequence[int], ours: Sequence[int], theirs: Sequence[i
     if all(mine == stride for size, mine, stride in zip(shape, ours, theirs) if size != 1):
         return False
     reach = 1  # elements spanned by the dims of smaller stride
-    for size, stride in sorted(((size, stride) for size, stride in zip(shape, theirs) if size != 1), key=lambda d: d[1]):
+    dims = [(size, stride) for size, stride in zip(shape, theirs) if size != 1]
+    for size, stride in sorted(dims, key=lambda d: d[1]):
         if size == 0:
             return True
         if stride < reach:

@@ -12,12 +12,11 @@ This module sits below both: the rule table installs itself as the answer to ate
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
-
-from collections.abc import Callable
 
 from .dtypes import REAL_TO_COMPLEX, complex_of, pairs_of
 
@@ -48,7 +47,7 @@ class ComplexTensor(torch.Tensor):
     im: torch.Tensor
 
     @staticmethod
-    def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
+    def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> ComplexTensor:
         if not isinstance(re, torch.Tensor) or not isinstance(im, torch.Tensor):
             raise TypeError("ComplexTensor(re, im) needs two real tensors")
         if re.dtype not in REAL_TO_COMPLEX or im.dtype != re.dtype:
@@ -66,7 +65,7 @@ class ComplexTensor(torch.Tensor):
         return cls._wrap(re, im)
 
     @classmethod
-    def _wrap(cls, re: torch.Tensor, im: torch.Tensor) -> "ComplexTensor":
+    def _wrap(cls, re: torch.Tensor, im: torch.Tensor) -> ComplexTensor:
         strides = _outer_strides(re, im)
         out = torch.Tensor._make_wrapper_subclass(
             cls,
@@ -84,19 +83,20 @@ class ComplexTensor(torch.Tensor):
         super().__init__()
 
     @staticmethod
-    def from_pairs(pairs: torch.Tensor) -> "ComplexTensor":
+    def from_pairs(pairs: torch.Tensor) -> ComplexTensor:
         """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
         tensor: its parts are views of ``pairs`` (no copy)."""
         return ComplexTensor(pairs[..., 0], pairs[..., 1])
 
     # ---- conversion -------------------------------------------------------------------
     @staticmethod
-    def from_complex(t: torch.Tensor) -> "ComplexTensor":
+    def from_complex(t: torch.Tensor) -> ComplexTensor:
         """Split an ordinary complex tensor into planar parts (differentiable)."""
         if isinstance(t, ComplexTensor):
             return t
         if not t.dtype.is_complex:
-            raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; use ComplexTensor(re, zeros_like(re))")
+            raise TypeError(f"from_complex needs a complex tensor, got {t.dtype}; "
+                            "use ComplexTensor(re, zeros_like(re))")
         parts = pairs_of(t)
         return ComplexTensor(parts[..., 0], parts[..., 1])
 
@@ -111,7 +111,7 @@ class ComplexTensor(torch.Tensor):
         return ["re", "im"], None
 
     @staticmethod
-    def __tensor_unflatten__(inner: dict, ctx: Any, outer_size: Any, outer_stride: Any) -> "ComplexTensor":
+    def __tensor_unflatten__(inner: dict, ctx: Any, outer_size: Any, outer_stride: Any) -> ComplexTensor:
         return ComplexTensor(inner["re"], inner["im"])
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:

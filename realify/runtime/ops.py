@@ -35,14 +35,25 @@ complex values: the gradient of a real loss with respect to a complex value ``z`
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 aten = torch.ops.aten
 
-__all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "fft_c2c_pairs", "fft_r2c_pairs", "cmul_pairs", "cmm_pairs", "fusion_barrier",
-           "snapshot", "stop_gradient", "straight_through"]
+__all__ = [
+    "cmm_pairs",
+    "cmul_pairs",
+    "fft_c2c",
+    "fft_c2c_pairs",
+    "fft_c2r",
+    "fft_r2c",
+    "fft_r2c_pairs",
+    "fusion_barrier",
+    "snapshot",
+    "stop_gradient",
+    "straight_through",
+]
 
 
 def _as_pairs(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 SIZES = ("small", "large")
 
@@ -164,7 +164,8 @@ def demo(args: argparse.Namespace) -> int:
 
     runner.demo(size=args.size, repeat=args.repeat, device=args.device, progress=not args.no_progress,
                 on_row=show)
-    print(f"\n{len(runner.DEMO) - failures}/{len(runner.DEMO)} examples correct; total {time.perf_counter() - start:.0f} s")
+    correct = len(runner.DEMO) - failures
+    print(f"\n{correct}/{len(runner.DEMO)} examples correct; total {time.perf_counter() - start:.0f} s")
     return 1 if failures else 0
 
 

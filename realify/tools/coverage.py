@@ -4,10 +4,11 @@ Each OpInfo entry that supports complex64 on CPU is run (complex64 samples) thro
 ComplexTensor, ``decompose``, the compile backend (eager inner) and ``realify.export`` (the
 real-only ExportedProgram called through its complex adapter; first sample only, as in the
 test suite). A front end's status per op is ``pass``, ``island`` (compile only: passes when
-the ops without rules run as eager islands), or ``fail`` with the first line of the error. The report is a Markdown table with a
-summary line, written to docs/coverage.md by default; with ``--readme README.md`` the counts in
-README's coverage paragraph (between its ``coverage`` markers) are rewritten from the same
-run, so no count is copied by hand (tests/test_coverage_report.py checks both files).
+the ops without rules run as eager islands), or ``fail`` with the first line of the error.
+The report is a Markdown table with a summary line, written to docs/coverage.md by default;
+with ``--readme README.md`` the counts in README's coverage paragraph (between its
+``coverage`` markers) are rewritten from the same run, so no count is copied by hand
+(tests/test_coverage_report.py checks both files).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import dataclasses
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -36,7 +37,7 @@ class OpStatus:
 def _first_line(err: BaseException) -> str:
     err = getattr(err, "inner_exception", None) or err  # dynamo wraps backend errors
     text = f"{type(err).__name__}: {err}".strip().splitlines()
-    line = next((l for l in text if l.strip()), type(err).__name__)
+    line = next((t for t in text if t.strip()), type(err).__name__)
     return line.replace("|", "\\|")[:120]
 
 
@@ -59,6 +60,7 @@ def _check(run: Callable, op, cases, nondeterministic: bool) -> str:
 
 def _compile_with_islands(op, sample):
     import realify
+
     from .opinfo import sample_program
 
     tensors, program = sample_program(op, sample)
@@ -68,9 +70,18 @@ def _compile_with_islands(op, sample):
         return realify.compile(program, inner="eager", strict=False, dynamic=False)(*tensors)
 
 
-def survey(front_ends=FRONT_ENDS, only: list[str] | None = None, progress: Callable[[str], None] | None = None) -> list[OpStatus]:
-    from .opinfo import (NONDETERMINISTIC, complex_ops, op_id, run_compile, run_decompose, run_eager_complex_tensor,
-                         run_export, samples)
+def survey(front_ends=FRONT_ENDS, only: list[str] | None = None,
+           progress: Callable[[str], None] | None = None) -> list[OpStatus]:
+    from .opinfo import (
+        NONDETERMINISTIC,
+        complex_ops,
+        op_id,
+        run_compile,
+        run_decompose,
+        run_eager_complex_tensor,
+        run_export,
+        samples,
+    )
 
     runners = {"eager": run_eager_complex_tensor, "decompose": run_decompose, "compile": run_compile,
                "export": run_export}
@@ -105,7 +116,7 @@ class Counts:
     islands: int
 
     @classmethod
-    def of(cls, statuses: list[OpStatus], front_ends=FRONT_ENDS) -> "Counts":
+    def of(cls, statuses: list[OpStatus], front_ends=FRONT_ENDS) -> Counts:
         return cls(total=len(statuses),
                    passing={fe: sum(s.results[fe] == "pass" for s in statuses) for fe in front_ends},
                    all_front_ends=sum(all(s.results[fe] == "pass" for fe in front_ends) for s in statuses),
@@ -126,8 +137,8 @@ def render(statuses: list[OpStatus], front_ends=FRONT_ENDS, seconds: float | Non
         "",
         f"torch {torch_version}" + (f", {seconds:.0f} s" if seconds else ""),
         "",
-        "**Summary:** " + ", ".join(f"{fe} {counts.passing[fe]}/{total} ({100 * counts.passing[fe] / max(total, 1):.1f}%)"
-                                    for fe in front_ends)
+        "**Summary:** " + ", ".join(
+            f"{fe} {counts.passing[fe]}/{total} ({100 * counts.passing[fe] / max(total, 1):.1f}%)" for fe in front_ends)
         + f"; all front ends {counts.all_front_ends}/{total}"
         + (f"; {counts.islands} more compile as eager islands" if "compile" in front_ends else "") + ".",
         "",
@@ -187,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from tqdm import tqdm
         bar = tqdm(desc="coverage", unit="op", file=sys.stderr)
-        progress = lambda name: (bar.set_postfix_str(name), bar.update(1))  # noqa: E731
+        progress = lambda name: (bar.set_postfix_str(name), bar.update(1))
     except ImportError:
         progress = None
     warnings.filterwarnings("ignore")
@@ -195,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(statuses, tuple(args.front_ends), time.perf_counter() - start)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
-    print(next(l for l in text.splitlines() if l.startswith("**Summary")))
+    print(next(line for line in text.splitlines() if line.startswith("**Summary")))
     print(f"wrote {args.out}")
     if args.readme:
         readme = Path(args.readme)

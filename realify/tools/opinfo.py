@@ -4,11 +4,14 @@ Needs the test extras (``torch.testing._internal`` imports ``expecttest``)."""
 
 from __future__ import annotations
 
+import cmath
 import contextlib
 import functools
+import math
 import operator
 import unittest.mock
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
@@ -124,8 +127,8 @@ def _direct_callable(op) -> Callable:
     module, _, name = f"torch.{op.name}".rpartition(".")  # nn.functional.dropout: torch.nn.functional
     candidates = [(torch.Tensor, name + "_")]
     if op.variant_test_name != "in_place":
-        candidates = [(operator.attrgetter(module[len("torch."):])(torch) if module != "torch" else torch, name),
-                      (torch.Tensor, name)] + candidates
+        owner = operator.attrgetter(module[len("torch."):])(torch) if module != "torch" else torch
+        candidates = [(owner, name), (torch.Tensor, name), *candidates]
     for owner, attr in candidates:
         fn = getattr(owner, attr, None)
         if callable(fn):
@@ -195,8 +198,8 @@ def _tolerance(dtype: torch.dtype) -> dict:
 
 def assert_matches(actual: Any, expected: Any, *, metadata_only: bool = False, dtype=torch.complex64,
                    gemm: bool = False) -> None:
-    a_leaves, a_spec = tree_flatten(actual)
-    e_leaves, e_spec = tree_flatten(expected)
+    a_leaves, _a_spec = tree_flatten(actual)
+    e_leaves, _e_spec = tree_flatten(expected)
     assert len(a_leaves) == len(e_leaves), f"{len(a_leaves)} outputs, expected {len(e_leaves)}"
     for a, e in zip(a_leaves, e_leaves):
         if isinstance(e, torch.Tensor):
@@ -216,7 +219,7 @@ def assert_matches(actual: Any, expected: Any, *, metadata_only: bool = False, d
                     tol = dict(rtol=3 * tol["rtol"], atol=3 * tol["atol"])
                 torch.testing.assert_close(a_c, e_c, equal_nan=True, **tol)
         elif not metadata_only:
-            if isinstance(e, float) and e != e:
-                assert a != a
+            if isinstance(e, float) and math.isnan(e):
+                assert cmath.isnan(a)
             else:
                 assert a == e or abs(complex(a) - complex(e)) <= 1e-5 * max(1.0, abs(complex(e))), f"{a} != {e}"
