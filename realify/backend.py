@@ -32,8 +32,7 @@ from .runtime.boundary import RealCall, split
 from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
 from .errors import OptionsChangedError
-from .passes.fft_bands import transform_only_bands
-from .passes.input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
+from .passes import pipeline
 from .engine.islands import island_call, islands_in
 from .runtime.complex_tensor import ComplexTensor
 
@@ -63,7 +62,12 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
                         eager_outputs=True, pair_products=config.interleaved_products)
-    transform_only_bands(real_gm)
+    signature = real_gm.realify_signature
+    real_examples = [_split_example(x, layout) if c else x
+                     for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
+    differentiable = _needs_grad(real_examples)
+    pipeline.compile_backend_real_graph(real_gm, layouts, inductor=inner == "inductor", differentiable=differentiable,
+                                        shared_inputs=_with_shared_storage(real_examples))
     # realify's own share of the compile time (the rest is the inner compiler's), and the
     # graphs it decomposed (DDPOptimizer hands over one piece per gradient bucket)
     decompose_s = time.perf_counter() - start
@@ -74,19 +78,9 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         log.info("decomposed the graph%s into %d real op(s) in %.2f s; compiling it with %s", where,
                  sum(1 for n in real_gm.graph.nodes if n.op == "call_function"), decompose_s,
                  inner if isinstance(inner, str) else getattr(inner, "__name__", "the inner compiler"))
-    signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:
         log.warning("%d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
-    real_examples = [_split_example(x, layout) if c else x
-                     for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
-    differentiable = _needs_grad(real_examples)
-    if inner == "inductor" and not differentiable:
-        write_inputs_in_place(real_gm, layouts, _with_shared_storage(real_examples))
-    else:
-        return_written_regions(real_gm, layouts)
-        if differentiable:
-            read_written_inputs_once(real_gm)
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()
