@@ -18,6 +18,7 @@ import contextlib
 import functools
 import logging
 import operator
+import platform
 import time
 from typing import Any, Callable, Sequence
 
@@ -61,7 +62,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
-                        eager_outputs=True, pair_products=config.interleaved_products)
+                        eager_outputs=True, pair_products=config.interleaved_products,
+                        cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
     signature = real_gm.realify_signature
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
@@ -96,6 +98,27 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     call = RealCall(compiled, real_gm.realify_signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
     return _CompiledUnderOptions(call, where)
+
+
+@functools.cache
+def host_cpu_vector_bytes() -> int:
+    """The width of the vector registers eager's CPU prod kernel runs on, for this build and
+    machine (ATen's Vectorized types): 16 bytes on ARM without 256-bit SVE, 32 otherwise. An
+    AVX-512 machine runs the AVX2 kernel: ATen builds an AVX-512 variant only of the kernels
+    registered for it (ALSO_REGISTER_AVX512_DISPATCH), and prod's is not. The compile backend
+    compiles for the machine it runs on; this is where it reads the machine, handing the
+    width down to the pass that copies eager's order (realify/passes/product_order.py)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if platform.machine().lower() in ("aarch64", "arm64") and capability != "SVE256":
+        return 16
+    return 32
+
+
+def _targets_cpu(example_inputs: Sequence[Any]) -> bool:
+    """Whether the compiled graph runs on the CPU: every tensor it is given is there (a graph
+    given none makes its tensors on the default device)."""
+    devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
+    return devices == {"cpu"} if devices else torch.get_default_device().type == "cpu"
 
 
 def _drop_absent_outputs(gm: fx.GraphModule) -> tuple[frozenset[int], int] | None:

@@ -59,6 +59,7 @@ def decompose(
     gemm_multiplications: int | None = None,
     complex_autocast: bool | None = None,
     on_complex_op: Callable[[Any, fx.Node], None] | None = None,
+    cpu_vector_bytes: int | None = None,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -99,6 +100,11 @@ def decompose(
     traced where ``torch.autocast`` is on run their real products on autocast's dtype, always
     in the four-product form (realify/passes/autocast.py).
 
+    ``cpu_vector_bytes``: products along a dim (``prod``) multiply in the order of eager's CPU
+    kernel on vectors of that many bytes (the compile backend passes its CPU's,
+    ``realify.backend.host_cpu_vector_bytes()``); by default in the device-neutral order,
+    whose special values may differ from a device's own (docs/numerics.md, "Reductions").
+
     ``on_complex_op(op, node)``, where given, observes each complex op of the functional graph
     as it is planarized (:func:`realify.explain` lists them).
     """
@@ -127,8 +133,9 @@ def decompose(
     check_real(planar, signature)
     placeholders = planar.graph.find_nodes(op="placeholder")
     complex_inputs = frozenset(n for n, c in zip(placeholders, signature.input_complex) if c)
-    pipeline.real_graph(planar, complex_inputs, pair_products=pair_products, gemm_multiplications=multiplications,
-                        complex_autocast=lower_precision, fusion_barriers=fusion_barriers)
+    pipeline.real_graph(planar, complex_inputs, cpu_vector_bytes=cpu_vector_bytes, pair_products=pair_products,
+                        gemm_multiplications=multiplications, complex_autocast=lower_precision,
+                        fusion_barriers=fusion_barriers)
     planar.realify_signature = signature
     return planar
 

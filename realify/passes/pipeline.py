@@ -8,8 +8,9 @@ order:
    planarize. Every front end (``decompose``, hence the compile backend, ``export``/ONNX and
    ``explain``).
 2. :func:`real_graph`: the real graph planarize made. Every front end; the options are
-   ``decompose``'s (the compile backend sets ``fusion_barriers`` under Inductor and
-   ``pair_products`` from ``realify.config.interleaved_products``).
+   ``decompose``'s (the compile backend sets ``fusion_barriers`` under Inductor,
+   ``pair_products`` from ``realify.config.interleaved_products`` and, where it targets a CPU,
+   ``cpu_vector_bytes``: the width of that CPU's vectors, which it reads from the host).
 3. :func:`compile_backend_real_graph`: the compile backend only, on the real graph before its
    inner compiler sees it (what the inner compiler is, and whether the graph is differentiated,
    decide the writes to inputs).
@@ -36,6 +37,7 @@ from .fft_bands import transform_only_bands
 from .gauss import gauss_products
 from .input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
 from .layout import place_pairs
+from .product_order import expand_complex_products
 
 
 def functional_graph(gm: fx.GraphModule, input_names: Sequence[str]) -> list[int]:
@@ -52,10 +54,14 @@ def functional_graph(gm: fx.GraphModule, input_names: Sequence[str]) -> list[int
     return mutated
 
 
-def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, pair_products: bool,
-               gemm_multiplications: int, complex_autocast: bool, fusion_barriers: bool) -> None:
+def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_vector_bytes: int | None,
+               pair_products: bool, gemm_multiplications: int, complex_autocast: bool, fusion_barriers: bool) -> None:
     """Stage 2, on the real graph planarize made (every front end), in this order:
 
+    - complex products along a dim (``realify::complex_prod``, the prod rule's) as real ops,
+      in eager's CPU order for vectors of ``cpu_vector_bytes`` bytes (the compile backend on a
+      CPU), in the device-neutral order where it is None (every other front end and target;
+      realify/passes/product_order.py); first, so that the passes below see the real ops;
     - (re, im) pairs kept where values sit interleaved, in control flow's bodies too
       (realify/passes/layout.py); with ``pair_products``, products on such values as
       ``realify::cmul_pairs``;
@@ -67,6 +73,7 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, pair_p
       ``realify::fusion_barrier`` removed;
     - ``realify::stop_gradient`` as ``aten.detach``.
     """
+    expand_complex_products(gm, cpu_vector_bytes)
     for module in gm.modules():  # control flow's branches and bodies too
         if isinstance(module, fx.GraphModule):
             place_pairs(module, products=pair_products, boundary=complex_inputs)
