@@ -18,6 +18,7 @@ import contextlib
 import functools
 import logging
 import operator
+import platform
 import time
 from typing import Any, Callable, Sequence
 
@@ -32,8 +33,7 @@ from .runtime.boundary import RealCall, split
 from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
 from .errors import OptionsChangedError
-from .passes.fft_bands import transform_only_bands
-from .passes.input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
+from .passes import pipeline
 from .engine.islands import island_call, islands_in
 from .runtime.complex_tensor import ComplexTensor
 
@@ -62,8 +62,14 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     start = time.perf_counter()
     real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                         on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
-                        eager_outputs=True, pair_products=config.interleaved_products)
-    transform_only_bands(real_gm)
+                        eager_outputs=True, pair_products=config.interleaved_products,
+                        cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
+    signature = real_gm.realify_signature
+    real_examples = [_split_example(x, layout) if c else x
+                     for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
+    differentiable = _needs_grad(real_examples)
+    pipeline.compile_backend_real_graph(real_gm, layouts, inductor=inner == "inductor", differentiable=differentiable,
+                                        shared_inputs=_with_shared_storage(real_examples))
     # realify's own share of the compile time (the rest is the inner compiler's), and the
     # graphs it decomposed (DDPOptimizer hands over one piece per gradient bucket)
     decompose_s = time.perf_counter() - start
@@ -74,19 +80,9 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         log.info("decomposed the graph%s into %d real op(s) in %.2f s; compiling it with %s", where,
                  sum(1 for n in real_gm.graph.nodes if n.op == "call_function"), decompose_s,
                  inner if isinstance(inner, str) else getattr(inner, "__name__", "the inner compiler"))
-    signature = real_gm.realify_signature
     islands = islands_in(real_gm)
     if islands:
         log.warning("%d op(s) run as eager islands: %s", len(islands), ", ".join(sorted(set(islands))))
-    real_examples = [_split_example(x, layout) if c else x
-                     for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
-    differentiable = _needs_grad(real_examples)
-    if inner == "inductor" and not differentiable:
-        write_inputs_in_place(real_gm, layouts, _with_shared_storage(real_examples))
-    else:
-        return_written_regions(real_gm, layouts)
-        if differentiable:
-            read_written_inputs_once(real_gm)
     # under autocast, the real graph already holds eager's casts (see decompose): the inner
     # compiler must not add its own to the real ops of complex rules, at compile or run time
     autocast = torch._C._is_any_autocast_enabled()
@@ -102,6 +98,27 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     call = RealCall(compiled, real_gm.realify_signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
     return _CompiledUnderOptions(call, where)
+
+
+@functools.cache
+def host_cpu_vector_bytes() -> int:
+    """The width of the vector registers eager's CPU prod kernel runs on, for this build and
+    machine (ATen's Vectorized types): 16 bytes on ARM without 256-bit SVE, 32 otherwise. An
+    AVX-512 machine runs the AVX2 kernel: ATen builds an AVX-512 variant only of the kernels
+    registered for it (ALSO_REGISTER_AVX512_DISPATCH), and prod's is not. The compile backend
+    compiles for the machine it runs on; this is where it reads the machine, handing the
+    width down to the pass that copies eager's order (realify/passes/product_order.py)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if platform.machine().lower() in ("aarch64", "arm64") and capability != "SVE256":
+        return 16
+    return 32
+
+
+def _targets_cpu(example_inputs: Sequence[Any]) -> bool:
+    """Whether the compiled graph runs on the CPU: every tensor it is given is there (a graph
+    given none makes its tensors on the default device)."""
+    devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
+    return devices == {"cpu"} if devices else torch.get_default_device().type == "cpu"
 
 
 def _drop_absent_outputs(gm: fx.GraphModule) -> tuple[frozenset[int], int] | None:

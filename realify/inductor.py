@@ -1,68 +1,51 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with three post-grad passes and a
-joint-graph pass, two config changes, one decomposition left out and two added, one
-code-generation change and two settings that hold only while realify's own graphs compile.
-Items 1, 3, 4, 5, 7 and 10 change how a real graph runs, never a value (but for item 4's outer
-products, which round each part's two products as the formula says, where BLAS may fuse a
-multiply-add); 2 and 6 keep the values the rules compute, which Inductor's graph passes and
-code generator would change; 8 lets control flow compile; 9 runs real
-convolutions as other real kernels (their sums in another order). Every item applies to realify's
-compiles only (config patches and context managers around ``compile_fx_inner``); what other
-``torch.compile`` calls in the process can see are two lowerings registered for ops only
-realify's graphs hold undecomposed (:func:`_register_lowerings`). All hold on every supported
-torch release; where a release needs something of its own, the item says so.
+"""How the compile backend runs Inductor: ``compile_fx`` with realify's graph passes, config
+changes, decomposition table, lowerings and code-generation changes. Every change applies to
+realify's compiles only (config patches and context managers around ``compile_fx_inner``);
+what other ``torch.compile`` calls in the process can see are the lowerings registered for ops
+only realify's graphs hold undecomposed (:func:`_register_lowerings`). All hold on every
+supported torch release; where a release needs something of its own, the change says so.
 
-1. ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read
-   (re, im) pairs stay vectorized.
-2. ``joint_graph_constant_folding`` off (:data:`KEEP_SIGNED_ZEROS`): ``x + 0`` stays (it
-   turns ``-0`` into ``+0``, as eager's kernels do).
-3. ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it,
-   through an ATen-fallback lowering registered explicitly.
-4. A lowering of ``realify::cmul_pairs`` and ``realify::cmm_pairs`` to ATen's complex kernels
-   (:class:`PairProductsToATen`).
-5. GEMM operands laid out for BLAS (:class:`GemmOperandsForBLAS`).
-6. Vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
-   (:class:`AccurateExpm1`); :func:`accurate_expm1` gives it to programs Inductor compiles
-   outside the backend, such as :func:`realify.export`'s under AOTInductor.
-7. Inductor's "no code generation for complex operators" warning silenced while realify's
-   graphs compile (:func:`_complex_warning_silenced`): item 4's complex values are deliberate.
-8. Scalar outputs allowed in the graph's fake mode while realify's graphs compile
-   (:func:`_scalar_outputs_allowed`): ``scan`` and ``map`` lower to a ``while_loop`` that
-   reads its step with ``.item()``.
-9. 1x1 convolutions on CPU, forward and backward, as batched matrix products
-   (realify/passes/pointwise_conv.py, in :func:`realify_decomposition_table`): BLAS's GEMM, faster
-   than oneDNN's convolution on these shapes.
-10. Inverse real FFTs of a spectrum zero beyond a band transform only the band, in the
-   backward graph too (:class:`TransformOnlyBands`, realify/passes/fft_bands.py).
+Graph passes (declared in realify/passes/pipeline.py, installed after any the caller set):
 
-About the fourth: ``realify::cmul_pairs`` (realify/runtime/ops.py) multiplies complex values held as
-real (re, im) pairs with ATen's vectorized complex kernel. As a Python custom op it costs two
-trips through the Python dispatcher per call (its autograd wrapper and its kernel), a fixed
-cost comparable to the kernel's own time on the rotary embedding's sizes. A post-grad pass,
-run on the forward and the backward graph after AOTAutograd has split them (nothing is
-differentiated after it), calls the same ATen kernel directly, through views that cost
-nothing::
+- joint-graph: inverse real FFTs of a spectrum zero beyond a band transform only the band, in
+  the backward graph too (``TransformOnlyBands``, realify/passes/inductor_joint_graph.py);
+- post-grad: ``realify::cmul_pairs`` and ``realify::cmm_pairs`` as ATen's complex kernels
+  (``PairProductsToATen``, realify/passes/pair_products_to_aten.py); GEMM operands laid out for
+  BLAS (``GemmOperandsForBLAS``, realify/passes/gemm_operands.py); then two passes that rewrite
+  nothing and key Inductor's caches: :class:`AccurateExpm1` and :class:`RealifyDecompositions`.
 
-    cmul_pairs(a, b, conj_a, conj_b)
-      = view_as_real(mul(conj?(view_as_complex(a)), conj?(view_as_complex(b))))
+Config changes:
 
-The complex values live only between those three ATen calls in Inductor's generated wrapper
-(Inductor runs complex ops as ATen fallbacks); the graph realify hands over, and every kernel
-Inductor generates, stay real. A conjugated factor is materialized with ``conj_physical``,
-the copy eager's ``mul`` makes of a lazily conjugated operand anyway. Only products whose
-operands are contiguous are rewritten: Inductor calls ``view_as_complex`` on a contiguous
-input (``require_contiguous``), which would otherwise copy, and for a broadcast (expanded)
-operand materialize the whole expansion. ``realify::cmm_pairs`` (small matrix products) is
-lowered the same way to ``mm``/``bmm`` of the complex views, and always: an operand that is
-not contiguous pairs is first laid out contiguous (:func:`_blas_operand`), the copy BLAS
-would need anyway; a complex64 operand that is a view of contiguous pairs (einsum's
-mode-major permutes) is copied as 8-byte words, its views replayed on a float64 bitcast of
-the pairs (:func:`_contiguous_pairs_operand`). A conjugated GEMM operand is conjugated by
-the Inductor kernel that lays it out (:func:`_conjugated_operand`): ATen's ``bmm`` would
-copy it once more with ``conj_physical``, one more pass over the whole operand. A product of
-inner dimension 1 (the backward's outer product of a matrix-vector product) is no GEMM at
-all: it becomes the elementwise formula, broadcast, in Inductor
-(:func:`_lower_outer_product`), one pass over the output where BLAS's GEMM kernel is slower.
-Both measured on S4D's training step in docs/benchmarks.md, "After run 28".
+- ``cpp.enable_tiling_heuristics`` off (:data:`VECTORIZE_PAIRS`): kernels that read (re, im)
+  pairs stay vectorized;
+- ``joint_graph_constant_folding`` off (:data:`KEEP_SIGNED_ZEROS`): ``x + 0`` stays (it turns
+  ``-0`` into ``+0``, as eager's kernels do).
+
+Decompositions (:func:`realify_decomposition_table`):
+
+- ``aten.unfold_backward`` not decomposed (:data:`KEEP_AS_ATEN`): ATen's kernel runs it,
+  through an ATen-fallback lowering registered explicitly;
+- 1x1 convolutions on CPU, forward and backward, as batched matrix products
+  (realify/passes/pointwise_conv.py): BLAS's GEMM, faster than oneDNN's convolution on these
+  shapes (their sums in another order).
+
+While realify's graphs compile (:func:`_realify_codegen`):
+
+- vectorized CPU ``expm1`` by ATen's accurate vector function instead of ``exp(x) - 1``
+  (:class:`AccurateExpm1`); :func:`accurate_expm1` gives it to programs Inductor compiles
+  outside the backend, such as :func:`realify.export`'s under AOTInductor;
+- Inductor's "no code generation for complex operators" warning silenced
+  (:func:`_complex_warning_silenced`): the pair-products lowering's complex values are
+  deliberate;
+- scalar outputs allowed in the graph's fake mode (:func:`_scalar_outputs_allowed`): ``scan``
+  and ``map`` lower to a ``while_loop`` that reads its step with ``.item()``, so control flow
+  compiles.
+
+The graph passes, the tiling heuristic, ``unfold_backward`` and the complex warning change how
+a real graph runs, never a value (but for the pair-products lowering's outer products, which
+round each part's two products as the formula says, where BLAS may fuse a multiply-add); the
+constant folding and ``expm1`` changes keep the values the rules compute, which Inductor's
+graph passes and code generator would change; the 1x1 convolutions sum in another order.
 """
 
 from __future__ import annotations
@@ -78,11 +61,9 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
-from torch._prims_common import is_contiguous_or_false
-from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from .runtime import ops as _ops  # registers realify::cmul_pairs (which a pass rewrites) and fusion_barrier
-from .passes.fft_bands import transform_only_bands_in
+from .runtime import ops as _ops  # registers the realify:: ops lowered here (fusion_barrier, snapshot, ...)
+from .passes import pipeline
 from .passes.pointwise_conv import pointwise_convolution, pointwise_convolution_backward
 
 aten = torch.ops.aten
@@ -106,253 +87,6 @@ class PassSequence(CustomGraphPass):
     def uuid(self) -> Any:
         ids = tuple(p.uuid() if isinstance(p, CustomGraphPass) else None for p in self.passes)
         return None if None in ids else ids
-
-
-class PairProductsToATen(CustomGraphPass):
-    """Post-grad pass: ``realify::cmul_pairs`` -> ATen ``view_as_complex``/``mul``/``view_as_real``,
-    ``realify::cmm_pairs`` likewise with ``mm``/``bmm``."""
-
-    def __call__(self, graph: fx.Graph) -> None:
-        factors: dict[tuple[fx.Node, bool], fx.Node] = {}  # one complex view per operand, shared by its products
-        for node in list(graph.nodes):
-            if node.op == "call_function" and node.target in _PAIR_PRODUCTS:
-                _lower(graph, node, factors)
-
-    def uuid(self) -> Any:
-        # part of Inductor's FX graph cache key: bump when the rewrite changes
-        return "realify.PairProductsToATen.v7"
-
-
-def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
-    a, b, conj_a, conj_b = node.args
-    if node.target is torch.ops.realify.cmm_pairs.default:
-        if guard_or_false(a.meta["val"].shape[-2] == 1):
-            _lower_outer_product(graph, node)
-            return
-        # a GEMM operand is copied to BLAS's layout anyway: lay it out contiguous (free where
-        # Inductor computes it), so that its complex view is free; a conjugated one is
-        # conjugated by that same kernel (ATen's bmm would copy it once more to conjugate it)
-        a, b = (_conjugated_operand(graph, node, x) if conj else x if _contiguous_pairs(x)
-                else _contiguous_pairs_operand(graph, node, x) for x, conj in ((a, conj_a), (b, conj_b)))
-        conj_a = conj_b = False
-        product_op = aten.mm.default if node.meta["val"].dim() == 3 else aten.bmm.default
-    elif all(_contiguous_pairs(x) for x in (a, b)):
-        product_op = aten.mul.Tensor
-    else:
-        return
-    with graph.inserting_before(node):
-        za = _complex_factor(graph, a, conj_a, factors)
-        zb = _complex_factor(graph, b, conj_b, factors)
-        product = _call(graph, product_op, za, zb)
-        pairs = _call(graph, aten.view_as_real.default, product)
-    node.replace_all_uses_with(pairs)
-    graph.erase_node(node)
-
-
-def _parts(graph: fx.Graph, pairs: fx.Node, conj: bool) -> tuple[fx.Node, fx.Node]:
-    re, im = (_call(graph, aten.select.int, pairs, -1, part) for part in (0, 1))
-    return re, (_call(graph, aten.neg.default, im) if conj else im)
-
-
-def _interleave(graph: fx.Graph, re: fx.Node, im: fx.Node) -> fx.Node:
-    # stack's decomposition, which has run before post-grad passes
-    return _call(graph, aten.cat.default, [_call(graph, aten.unsqueeze.default, x, -1) for x in (re, im)], -1)
-
-
-def _conjugated_operand(graph: fx.Graph, before: fx.Node, pairs: fx.Node) -> fx.Node:
-    """(re, -im) of ``pairs``, contiguous: one Inductor kernel (IEEE negation, what
-    ``conj_physical`` computes)."""
-    with graph.inserting_before(before):
-        conjugated = _interleave(graph, *_parts(graph, pairs, True))
-    return _contiguous_operand(graph, before, conjugated)
-
-
-def _lower_outer_product(graph: fx.Graph, node: fx.Node) -> None:
-    """A complex product of inner dimension 1, ``a' @ b'`` = ``a' * b'`` broadcast, in Inductor:
-    (ar br - ai bi, ar bi + ai br) with the conjugated factors' imaginary parts negated. The
-    backward of a matrix-vector product makes these; BLAS runs them as a GEMM that moves the
-    whole output through a kernel built for reuse."""
-    a, b, conj_a, conj_b = node.args
-    with graph.inserting_before(node):
-        (ar, ai), (br, bi) = _parts(graph, a, conj_a), _parts(graph, b, conj_b)
-        # (.., m, 1) parts of a times (.., 1, n) parts of b broadcast to (.., m, n); + 0 as a
-        # GEMM's sum starts from +0, so that a -0 product comes out +0, as eager's does
-        re = _call(graph, aten.sub.Tensor, _call(graph, aten.mul.Tensor, ar, br), _call(graph, aten.mul.Tensor, ai, bi))
-        im = _call(graph, aten.add.Tensor, _call(graph, aten.mul.Tensor, ar, bi), _call(graph, aten.mul.Tensor, ai, br))
-        pairs = _interleave(graph, *(_call(graph, aten.add.Tensor, part, 0.0) for part in (re, im)))
-    node.replace_all_uses_with(pairs)
-    graph.erase_node(node)
-
-
-def _complex_factor(graph: fx.Graph, pairs: fx.Node, conj: bool, factors: dict) -> fx.Node:
-    """The complex view of ``pairs`` (conjugated if ``conj``), made once per graph: the rotary
-    embedding's frequency table is a factor of two products."""
-    if (pairs, conj) not in factors:  # made before its first product, so before every later one
-        z = _call(graph, aten.view_as_complex.default, pairs)
-        factors[pairs, conj] = _call(graph, aten.conj_physical.default, z) if conj else z
-    return factors[pairs, conj]
-
-
-def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
-    """A new node with its fake value, computed in the fake mode of its (first) input."""
-    node = graph.call_function(target, args)
-    vals = fx.node.map_aggregate(args, lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-    with next(iter(node.all_input_nodes)).meta["val"].fake_mode:
-        node.meta["val"] = target(*vals)
-    return node
-
-
-def _fake_value(x: Any) -> Any:
-    """The fake value recorded on a graph node (None for constants and unrecorded nodes)."""
-    return x.meta.get("val") if isinstance(x, fx.Node) else None
-
-
-def _contiguous_pairs(x: Any) -> bool:
-    """A node whose value is a contiguous real (..., 2) tensor at an even offset, known without
-    adding a guard on symbolic sizes."""
-    val = _fake_value(x)
-    return (isinstance(val, torch._subclasses.FakeTensor) and val.dtype in (torch.float32, torch.float64)
-            and val.dim() > 0 and guard_or_false(val.shape[-1] == 2) and is_contiguous_or_false(val)
-            and guard_or_false(val.storage_offset() % 2 == 0))
-
-
-_PAIR_PRODUCTS = (torch.ops.realify.cmul_pairs.default, torch.ops.realify.cmm_pairs.default)
-
-
-def _contiguous_operand(graph: fx.Graph, before: fx.Node, x: fx.Node) -> fx.Node:
-    """``x`` through :func:`_blas_operand`: laid out contiguous by Inductor."""
-    with graph.inserting_before(before):
-        operand = graph.call_function(_blas_operand, (x,))
-    with x.meta["val"].fake_mode:
-        operand.meta["val"] = x.meta["val"].contiguous()
-    return operand
-
-
-def _contiguous_pairs_operand(graph: fx.Graph, before: fx.Node, x: fx.Node) -> fx.Node:
-    """Pairs ``x`` laid out contiguous. complex64 pairs that are views of contiguous pairs are
-    copied as one 8-byte word per element: the views are replayed on a float64 bitcast of the
-    contiguous pairs (a free ATen view), so Inductor's copy kernel moves words; a copy of the
-    float32 pairs themselves vectorizes along the pair dimension, two lanes per vector
-    operation (a partial load and store per element, several times slower)."""
-    views, root = [], x
-    while isinstance(root, fx.Node) and root.op == "call_function":
-        args = _view_of_words(root)
-        if args is None:
-            break
-        views.append((root.target, args))
-        root = root.args[0]
-    if not views or not _contiguous_pairs(root) or root.meta["val"].dtype != torch.float32:
-        return _contiguous_operand(graph, before, x)
-    with graph.inserting_before(before):
-        words = _call(graph, aten.squeeze.dim, _call(graph, aten.view.dtype, root, torch.float64), -1)
-        for target, args in reversed(views):
-            words = _call(graph, target, words, *args)
-        words = _contiguous_operand(graph, before, words)
-        return _call(graph, aten.view.dtype, _call(graph, aten.unsqueeze.default, words, -1), torch.float32)
-
-
-_WORD_VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
-                         aten.permute.default, aten.unsqueeze.default, aten.transpose.int, aten.slice.Tensor,
-                         aten.select.int})
-
-
-def _view_of_words(view: fx.Node) -> tuple | None:
-    """The arguments that take ``view``, a view of pairs, of the words instead (the same
-    tensor without its pair dimension); None for any other node, or a view that touches the
-    pair dimension (the last)."""
-    target, args = view.target, view.args[1:]
-    if target not in _WORD_VIEWS or view.kwargs or not isinstance(view.args[0], fx.Node):
-        return None
-    n = view.args[0].meta["val"].dim()
-
-    def kept(*dims: int) -> bool:  # normalized dims, none of them the pair dimension
-        return all(d % n != n - 1 for d in dims)
-
-    if target in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default):
-        size = args[0]  # -1 keeps a size only in expand (in a view it infers one)
-        return (list(size[:-1]),) if size[-1] == 2 or (size[-1] == -1 and target is aten.expand.default) else None
-    if target is aten.permute.default:
-        dims = args[0]
-        return (list(dims[:-1]),) if dims[-1] % n == n - 1 else None
-    if target is aten.unsqueeze.default:
-        dim = args[0] % (n + 1)
-        return (dim,) if dim < n else None
-    if target in (aten.transpose.int, aten.slice.Tensor, aten.select.int):
-        dims = args[:2] if target is aten.transpose.int else args[:1]
-        if not kept(*dims):
-            return None
-        return (*(d % n for d in dims), *args[len(dims):])
-    return None
-
-
-class GemmOperandsForBLAS(CustomGraphPass):
-    """Post-grad pass: GEMM operands that would reach BLAS with no unit stride get a
-    contiguous layout.
-
-    BLAS reads a matrix along a unit stride. For an operand with none, ATen's bmm copies matrix
-    by matrix: einsum's batch-major permutes give the FNO weights as 256 matrices with strides
-    (1, 8192, 256), and those small copies cost several times the bmm itself (measured in
-    docs/benchmarks.md, "Measurements behind design choices").
-
-    Two kinds of operand get there:
-
-    - a view whose recorded strides say so (a graph input's planes, a permute): mm and bmm;
-    - a batch of matrices Inductor computes itself (a pointwise op, or a view of one): its
-      recorded strides may be contiguous, yet Inductor lays the buffer out in the order it
-      reads its inputs, a permuted order in backward graphs (the FNO's weight gradients).
-
-    Such an operand goes through :func:`_blas_operand`, a lowering (called by Inductor on its
-    own IR, as its pattern matcher's replacements are) that requires a contiguous layout: a
-    buffer Inductor has not laid out yet is simply fixed contiguous, so the kernel computing
-    it writes it that way at no cost; anything else is copied once, in one fused kernel.
-    """
-
-    def __call__(self, graph: fx.Graph) -> None:
-        for node in list(graph.nodes):
-            if node.op != "call_function" or node.target not in (aten.mm.default, aten.bmm.default):
-                continue
-            for i, x in enumerate(node.args[:2]):
-                if _no_unit_stride(x) or (node.target is aten.bmm.default and _computed_by_inductor(x)):
-                    node.update_arg(i, _contiguous_operand(graph, node, x))
-
-    def uuid(self) -> Any:
-        return "realify.GemmOperandsForBLAS.v3"
-
-
-def _blas_operand(x: Any) -> Any:
-    """Inductor lowering (the FX node's target): ``x`` with a contiguous layout."""
-    from torch._inductor import ir
-
-    return ir.ExternKernel.require_contiguous(x)
-
-
-_blas_operand._inductor_lowering_function = True  # type: ignore[attr-defined]
-# the output's metadata for Inductor's FakeTensorUpdater (torch >= 2.14 recomputes it when an
-# input's changes, e.g. after reinplacing, and refuses a lowering function without one)
-_blas_operand._inductor_lowering_output_metadata_fn = lambda x: x.contiguous()  # type: ignore[attr-defined]
-
-
-def _no_unit_stride(x: Any) -> bool:
-    """A matrix operand known (without a guard) to have neither contiguous rows nor columns."""
-    val = _fake_value(x)
-    if not isinstance(val, torch.Tensor) or val.dim() < 2:
-        return False
-    return all(guard_or_false(val.stride(d) != 1) and guard_or_false(val.shape[d] > 1) for d in (-1, -2))
-
-
-def _computed_by_inductor(x: Any) -> bool:
-    """A batch of matrices (more than one, none of them a vector) computed by an Inductor
-    kernel: a pointwise aten op, or a view of one."""
-    val = _fake_value(x)
-    if not (isinstance(val, torch.Tensor) and val.dim() == 3 and all(guard_or_false(n > 1) for n in val.shape)):
-        return False
-    while isinstance(x, fx.Node) and x.op == "call_function" and isinstance(x.target, torch._ops.OpOverload):
-        if torch.Tag.pointwise in x.target.tags:
-            return True
-        if not (x.target.is_view or x.target in (aten.reshape.default, aten._unsafe_view.default)):
-            return False
-        x = x.args[0]
-    return False
 
 
 class AccurateExpm1(CustomGraphPass):
@@ -512,11 +246,11 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     _register_lowerings()
     patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches,
-               "post_grad_custom_post_pass": PassSequence(config_patches.get("post_grad_custom_post_pass"),
-                                                          PairProductsToATen(), GemmOperandsForBLAS(), AccurateExpm1(),
-                                                          RealifyDecompositions()),
+               "post_grad_custom_post_pass": PassSequence(
+                   config_patches.get("post_grad_custom_post_pass"),
+                   *pipeline.inductor_post_grad_passes(AccurateExpm1(), RealifyDecompositions())),
                "joint_custom_post_pass": PassSequence(config_patches.get("joint_custom_post_pass"),
-                                                      TransformOnlyBands())}
+                                                      *pipeline.inductor_joint_graph_passes())}
     compile_real = functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner), config_patches=patches)
 
     @functools.wraps(compile_fx)
@@ -556,19 +290,6 @@ def _decompositions_for_realify() -> Iterator[None]:
         yield
 
 
-class TransformOnlyBands(CustomGraphPass):
-    """Joint-graph pass: :func:`realify.passes.fft_bands.transform_only_bands_in` on the forward and
-    backward graph before AOTAutograd splits them (the gradient of a one-sided FFT whose modes
-    were cut is a ``c2r`` of a band; once split, the zeros it is written into may be a tensor
-    the forward saved, of contents unknown to the backward graph)."""
-
-    def __call__(self, graph: fx.Graph) -> None:
-        transform_only_bands_in(graph)
-
-    def uuid(self) -> Any:
-        return "realify.TransformOnlyBands.v1"
-
-
 class RealifyDecompositions(CustomGraphPass):
     """No rewrite: its :meth:`uuid` puts realify's code into Inductor's and AOTAutograd's cache
     keys, which see the graphs and the name of the decomposition table's function but not
@@ -601,12 +322,12 @@ def _warn_out_of_process(mode: str) -> None:
 
 def _realify_codegen(inner_compile: Callable) -> Callable:
     """Inductor's ``compile_fx_inner`` (which generates and compiles the code of one graph)
-    with three changes that hold while it runs, for realify's graphs only (items 6-8 above):
+    with three changes that hold while it runs, for realify's graphs only (module docstring):
 
     - vectorized ``expm1`` by ATen's accurate function (:class:`AccurateExpm1`);
     - no warning that Inductor "does not support code generation for complex operators". It
       warns once per process when it meets a complex value; the three ATen calls of the
-      pairs-product lowering above are the only complex values in a realify graph, and
+      pairs-product lowering (realify/passes/pair_products_to_aten.py) are the only complex values in a realify graph, and
       deliberate, so the warning would mislead. It stays armed for every other program;
     - scalar outputs allowed in the graph's fake mode, so that ``scan`` and ``map`` (also the
       real ones that planarizing complex ones makes) compile: Inductor rewrites them into a

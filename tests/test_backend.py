@@ -236,8 +236,8 @@ def test_writes_to_inputs_of_every_layout_match_eager(kind, grad, program, monke
     # tensor, its base, the outputs (and gradients) are eager's
     torch._dynamo.reset()
     in_place = []
-    write = realify.backend.write_inputs_in_place
-    monkeypatch.setattr(realify.backend, "write_inputs_in_place", lambda gm, *rest: (
+    write = realify.passes.pipeline.write_inputs_in_place
+    monkeypatch.setattr(realify.passes.pipeline, "write_inputs_in_place", lambda gm, *rest: (
         write(gm, *rest), in_place.append(any(n.target is torch.ops.aten.copy_.default for n in gm.graph.nodes))))
     make = _written_inputs()[kind]
     torch.manual_seed(0)
@@ -308,11 +308,11 @@ def test_an_input_written_with_values_that_need_grad_gets_no_gradient_of_its_own
     torch._dynamo.reset()
     needs_grad, regions = [], []
     backend = realify.backend
-    check, write_regions = backend._needs_grad, backend.return_written_regions
+    check, write_regions = backend._needs_grad, realify.passes.pipeline.return_written_regions
     monkeypatch.setattr(backend, "_needs_grad", lambda examples: (
         needs_grad.append({x.numel(): x.requires_grad for x in examples if isinstance(x, torch.Tensor)}),
         check(examples))[1])
-    monkeypatch.setattr(backend, "return_written_regions", lambda gm, *rest: (
+    monkeypatch.setattr(realify.passes.pipeline, "return_written_regions", lambda gm, *rest: (
         write_regions(gm, *rest), regions.append(gm.realify_signature.written_regions)))
     x1 = torch.randn(2, 8, 8, requires_grad=True)
     w1 = torch.randn(3, 3, dtype=C64, requires_grad=True)

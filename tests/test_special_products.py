@@ -3,15 +3,20 @@ complex PyTorch.
 
 Complex multiplication by the formula (ac - bd) + (ad + bc)i, which eager uses, is not
 associative once a part is infinite or NaN, so the product's special values depend on the order
-of the factors; realify multiplies in the order of eager's CPU kernel (realify/rules/reductions.py,
-``_eager_order_product``). Lengths cover a run shorter than one of eager's vector blocks (16
-complex64 or 8 complex128 entries on x86, AVX-512 machines included: ATen has no AVX-512 build of
-prod's kernel), whole blocks, and blocks with a remainder. Sizes stay below 32768 elements, where eager reduces on one thread.
+of the factors. The compile backend on a CPU multiplies in the order of eager's CPU kernel for
+that CPU's vector width (realify/passes/product_order.py, ``eager_cpu_product``), and so does
+``decompose`` given the width (``cpu_vector_bytes``), which these comparisons with eager CPU pass;
+``decompose``'s default and exported programs use the device-neutral order
+(realify/runtime/products.py), which eager's CPU kernel follows only below one vector block. Lengths
+cover a run shorter than one of eager's vector blocks (16 complex64 or 8 complex128 entries on
+x86, AVX-512 machines included: ATen has no AVX-512 build of prod's kernel), whole blocks, and
+blocks with a remainder. Sizes stay below 32768 elements, where eager reduces on one thread.
 """
 
 from __future__ import annotations
 
 import math
+import platform
 import warnings
 
 import pytest
@@ -19,6 +24,8 @@ import torch
 from test_numerics import DTYPES, FRONT_ENDS, assert_same_values
 
 import realify
+from realify.backend import host_cpu_vector_bytes
+from realify.runtime.products import neutral_product
 
 inf, nan = math.inf, math.nan
 PARTS = [inf, -inf, nan, 0.0, -0.0]
@@ -45,7 +52,15 @@ def _compile_eager(fn, *args):
         return realify.compile(fn, inner="eager", strict=True, dynamic=False)(*args)
 
 
-ALL_FRONT_ENDS = {**FRONT_ENDS, "compile": _compile_eager}
+def _decompose_for_this_cpu(fn, *args):
+    """decompose as the compile backend runs it here: products in eager's order for this CPU."""
+    gm = realify.decompose(fn, list(args), cpu_vector_bytes=host_cpu_vector_bytes())
+    (out,) = gm(*args)
+    return out
+
+
+CPU_FRONT_ENDS = {**FRONT_ENDS, "decompose": _decompose_for_this_cpu}
+ALL_FRONT_ENDS = {**CPU_FRONT_ENDS, "compile": _compile_eager}
 
 
 def _check(fn, z, dtype, front_ends=ALL_FRONT_ENDS):
@@ -67,7 +82,7 @@ def test_prod_of_vectors_with_special_parts(n, dtype):
     assert not torch.isfinite(z).all()
     for row in z:
         _check(lambda v: torch.prod(v), row, dtype, {"eager": FRONT_ENDS["eager"]})
-    front_ends = ALL_FRONT_ENDS if n in (5, 17, 70) else FRONT_ENDS
+    front_ends = ALL_FRONT_ENDS if n in (5, 17, 70) else CPU_FRONT_ENDS
     _check(lambda m: torch.prod(m, -1), z, dtype, front_ends)
 
 
@@ -115,3 +130,33 @@ def test_cumprod_with_special_parts(dim, dtype):
         z = _special_rows(24, n, dtype, seed=100 + n)
         z = z if dim == -1 else z.T.contiguous()
         _check(lambda t: torch.cumprod(t, dim), z, dtype, FRONT_ENDS if n != 17 else ALL_FRONT_ENDS)
+
+
+def _neutral_reference(z, dim):
+    """The device-neutral order (realify/runtime/products.py) run eagerly on the parts."""
+    re, im = neutral_product(z.real.contiguous(), z.imag.contiguous(), dim)
+    return torch.complex(re, im).squeeze(dim)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("n", [5, 17, 70])
+def test_decompose_and_export_use_the_device_neutral_order(n, dtype, monkeypatch):
+    """Without a target, the graph reads nothing of the machine that traces it (no rule does:
+    docs/rules.md) and multiplies in the documented neutral order. Against eager CPU it agrees
+    below one vector block (16 complex64 or 8 complex128 entries); from one block on, eager
+    joins vector lanes and the special values may legitimately differ, so the longer runs are
+    compared with the neutral order itself, exported (what ONNX Runtime and other devices run)
+    as well as decomposed."""
+    def no_host(*args):
+        raise AssertionError("a graph without a target read the host")
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", no_host)
+    monkeypatch.setattr(platform, "machine", no_host)
+    z = _special_rows(24, n, dtype, seed=n)
+    program = lambda m: torch.prod(m, -1)  # noqa: E731
+    decomposed = FRONT_ENDS["decompose"](program, z)
+    exported = realify.export(program, (z,)).module()(torch.view_as_real(z))
+    exported = torch.view_as_complex(exported if isinstance(exported, torch.Tensor) else exported[0])
+    expected = program(z) if n < 8 else _neutral_reference(z, -1)
+    for actual in (decomposed, exported):
+        assert_same_values(actual, expected, dtype)

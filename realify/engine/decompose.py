@@ -32,17 +32,14 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
 from .. import config
-from ..passes.autocast import MarkAutocastProducts, lower_precision_products
+from ..passes import pipeline
+from ..passes.autocast import MarkAutocastProducts
 from ..runtime.boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
                        input_layouts, is_complex)
 from .custom_functions import functions_as_opaque_calls, release_functions
 from .dynamo_graph import DynamoGraphRunner, SourceLines
-from ..errors import InputMetadataChangeError, MissingRuleError
-from ..passes.gauss import gauss_products
+from ..errors import MissingRuleError
 from .grad_semantics import GradSemantics
-from ..passes.layout import place_pairs
-from ..passes.cleanup import (copies_to_views, inplace_views_to_functional, mutations_to_outputs, stop_gradients_as_detach,
-                     strip_fusion_barriers, unread_outputs_not_asked)
 from .planarize import planarize, symbolic
 
 log = logging.getLogger("realify")
@@ -62,6 +59,7 @@ def decompose(
     gemm_multiplications: int | None = None,
     complex_autocast: bool | None = None,
     on_complex_op: Callable[[Any, fx.Node], None] | None = None,
+    cpu_vector_bytes: int | None = None,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -102,6 +100,11 @@ def decompose(
     traced where ``torch.autocast`` is on run their real products on autocast's dtype, always
     in the four-product form (realify/passes/autocast.py).
 
+    ``cpu_vector_bytes``: products along a dim (``prod``) multiply in the order of eager's CPU
+    kernel on vectors of that many bytes (the compile backend passes its CPU's,
+    ``realify.backend.host_cpu_vector_bytes()``); by default in the device-neutral order,
+    whose special values may differ from a device's own (docs/numerics.md, "Reductions").
+
     ``on_complex_op(op, node)``, where given, observes each complex op of the functional graph
     as it is planarized (:func:`realify.explain` lists them).
     """
@@ -130,16 +133,9 @@ def decompose(
     check_real(planar, signature)
     placeholders = planar.graph.find_nodes(op="placeholder")
     complex_inputs = frozenset(n for n, c in zip(placeholders, signature.input_complex) if c)
-    for module in planar.modules():  # control flow's branches and bodies too
-        if isinstance(module, fx.GraphModule):
-            place_pairs(module, products=pair_products, boundary=complex_inputs)
-    if multiplications == 3:
-        gauss_products(planar)
-    if lower_precision:
-        lower_precision_products(planar)
-    if not fusion_barriers:
-        strip_fusion_barriers(planar)
-    stop_gradients_as_detach(planar)
+    pipeline.real_graph(planar, complex_inputs, cpu_vector_bytes=cpu_vector_bytes, pair_products=pair_products,
+                        gemm_multiplications=multiplications, complex_autocast=lower_precision,
+                        fusion_barriers=fusion_barriers)
     planar.realify_signature = signature
     return planar
 
@@ -205,11 +201,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
         # Not the default: it also swaps ops realify has rules for (upsampling) for
         # decompositions that are not defined on complex values.
         traced = trace(python_dispatcher=True)
-    inplace_views_to_functional(traced)
-    _refuse_metadata_changes_of_inputs(traced, _input_names(program))
-    mutated = mutations_to_outputs(traced)
-    copies_to_views(traced)
-    unread_outputs_not_asked(traced)
+    mutated = pipeline.functional_graph(traced, _input_names(program))
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
     num_user = len(outs) - len(mutated)
@@ -234,32 +226,6 @@ def _input_names(program: Callable) -> list[str]:
         return list(inspect.signature(program).parameters)
     except (TypeError, ValueError):
         return []
-
-
-def _refuse_metadata_changes_of_inputs(gm: fx.GraphModule, names: list[str]) -> None:
-    """An in-place view of an input (``z.t_()``, ``z.unsqueeze_(0)``) changes the caller's tensor's
-    shape or strides. Functionalization leaves it as ``as_strided_(input, size, stride)``
-    followed by a copy of the new values, which no layout of the input at the graph's edge
-    (complex, or real pairs or planes) can carry out: raise, naming the input, rather than fail
-    inside the trace. (The compile backend never sees this: dynamo applies such a change to
-    the caller's tensor outside the graph.)"""
-    placeholders = gm.graph.find_nodes(op="placeholder")
-    for node in gm.graph.find_nodes(op="call_function", target=aten.as_strided_.default):
-        base = node.args[0]
-        if base not in placeholders:
-            continue
-        val = base.meta.get("val")
-        offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else val.storage_offset()
-        if (list(val.shape), list(val.stride()), val.storage_offset()) == (list(node.args[1]), list(node.args[2]), offset):
-            continue  # squeeze_() of a tensor without size-1 dims and the like: no change
-        i = placeholders.index(base)
-        name = f"input {i}" + (f" ({names[i]})" if i < len(names) else "")
-        raise InputMetadataChangeError(
-            f"the program changes the shape or strides of its {name} in place, from "
-            f"{tuple(val.shape)} to {tuple(node.args[1])} (an in-place view: t_, transpose_, unsqueeze_, squeeze_, "
-            f"as_strided_, ...); a decomposed or exported graph cannot change its caller's tensor's metadata.\n"
-            f"  What to do: use the out-of-place view (z.t() for z.t_()) and return its result; "
-            f"realify.compile(...) runs such programs as written.")
 
 
 def _complex_dtype(x: Any) -> torch.dtype | None:

@@ -1,18 +1,19 @@
 """FX clean-up passes on the functional and the real graphs: in-place views and writes to inputs
-made functional, ``*_copy`` ops back to views, fusion barriers removed, and which unread nodes
-stay.
+made functional (an in-place change of an input's metadata refused), ``*_copy`` ops back to
+views, fusion barriers removed, and which unread nodes stay.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.fx as fx
 from torch._ops import OpOverload
 
+from ..errors import InputMetadataChangeError
 from ..runtime.ops import fusion_barrier, stop_gradient
 
 aten = torch.ops.aten
@@ -35,6 +36,32 @@ _INPLACE_VIEWS = {
     aten.unsqueeze_.default: aten.unsqueeze.default, aten.t_.default: aten.t.default,
     aten.swapdims_.default: aten.swapdims.default, aten.as_strided_.default: aten.as_strided.default,
 }
+
+
+def refuse_metadata_changes_of_inputs(gm: fx.GraphModule, names: Sequence[str]) -> None:
+    """An in-place view of an input (``z.t_()``, ``z.unsqueeze_(0)``) changes the caller's tensor's
+    shape or strides. Functionalization leaves it as ``as_strided_(input, size, stride)``
+    followed by a copy of the new values, which no layout of the input at the graph's edge
+    (complex, or real pairs or planes) can carry out: raise, naming the input, rather than fail
+    inside the trace. (The compile backend never sees this: dynamo applies such a change to
+    the caller's tensor outside the graph.)"""
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    for node in gm.graph.find_nodes(op="call_function", target=aten.as_strided_.default):
+        base = node.args[0]
+        if base not in placeholders:
+            continue
+        val = base.meta.get("val")
+        offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else val.storage_offset()
+        if (list(val.shape), list(val.stride()), val.storage_offset()) == (list(node.args[1]), list(node.args[2]), offset):
+            continue  # squeeze_() of a tensor without size-1 dims and the like: no change
+        i = placeholders.index(base)
+        name = f"input {i}" + (f" ({names[i]})" if i < len(names) else "")
+        raise InputMetadataChangeError(
+            f"the program changes the shape or strides of its {name} in place, from "
+            f"{tuple(val.shape)} to {tuple(node.args[1])} (an in-place view: t_, transpose_, unsqueeze_, squeeze_, "
+            f"as_strided_, ...); a decomposed or exported graph cannot change its caller's tensor's metadata.\n"
+            f"  What to do: use the out-of-place view (z.t() for z.t_()) and return its result; "
+            f"realify.compile(...) runs such programs as written.")
 
 
 def mutations_to_outputs(gm: fx.GraphModule) -> list[int]:

@@ -30,8 +30,8 @@ gathers along other dimensions and scalings by finite non-negative constants tha
 zero column zero; knowing which bins are read is its mirror image (:func:`read_below`):
 slices, through views and rolls. Anything else counts as nonzero, or as read whole.
 
-The pass runs on the compile backend's graphs (realify/backend.py), after the layout pass,
-and again on Inductor's joint forward-and-backward graph (realify/inductor.py): a one-sided
+The pass runs on the compile backend's graphs, after the layout pass, and again on
+Inductor's joint forward-and-backward graph (realify/passes/pipeline.py): a one-sided
 transform's gradient is a ``c2r`` of the gradient of its modes, zero beyond them as the
 forward's spectrum is, known only once AOTAutograd has made the backward. It rewrites only
 where the band is at most half the columns (wider bands gain little, and near all of them

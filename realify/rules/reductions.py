@@ -2,18 +2,16 @@
 all/any/count_nonzero, logsumexp, trace.
 
 Sums are linear, so they reduce each part separately. Products of complex numbers are not:
-``prod`` multiplies in the order of eager's CPU kernel (its special values depend on the
-order), with balanced trees for long chains, and ``cumprod`` is eager's running product up to
-32 entries and a log-step (Hillis–Steele) scan beyond, both with static shapes only, so they
-trace with make_fx. The variance of complex
+``prod`` is ``realify::complex_prod``, whose order of factors (which decides its special
+values) each graph's target chooses (realify/passes/product_order.py), and ``cumprod`` is
+eager's running product up to 32 entries and a log-step (Hillis–Steele) scan beyond, with
+static shapes only, so it traces with make_fx. The variance of complex
 data is real: ``var(z) = var(re) + var(im)`` (eager computes it that way too). Norms work on
 ``|z| = hypot(re, im)``. See docs/numerics.md, "Reductions".
 """
 
 from __future__ import annotations
 
-import functools
-import platform
 from typing import Any, Callable
 
 import torch
@@ -23,6 +21,8 @@ from ._algebra import cmul, psub
 from ._planar import parts, partwise, promoted
 from ..runtime.dtypes import real_dtype
 from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.ops import complex_prod
+from ..runtime.products import FOLD_LIMIT, times_one
 
 aten = torch.ops.aten
 
@@ -98,134 +98,6 @@ register(aten.trace.default)(partwise(aten.trace.default))
 # ---- products ------------------------------------------------------------------------------
 
 
-def _times_one(re: torch.Tensor, im: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # (a + bi)(1 + 0i) = (a - 0b) + (0a + b)i. Eager's products start from an accumulator
-    # 1 + 0i, so an infinite factor gives inf + nan i (0 * inf); doing the same multiplication
-    # reproduces its special values (finite values are unchanged).
-    return cmul(re, im, 1.0, 0.0)
-
-
-def _tree_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Product of the entries along ``dim`` (at least one; kept with size 1): pairwise,
-    log2(n) rounds, no factor 1 + 0i.
-
-    Each round multiplies the first half by the second half (complex multiplication is
-    commutative); an odd last entry is carried to the next round.
-    """
-    n = re.shape[dim]
-    while n > 1:
-        half = n // 2
-        ar, ai = _narrow_parts(re, im, dim, 0, half)
-        br, bi = _narrow_parts(re, im, dim, half, half)
-        # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
-        pr, pi = cmul(ar, ai, br, bi)
-        if n % 2:
-            cr, ci = _narrow_parts(re, im, dim, n - 1, 1)
-            pr, pi = torch.cat([pr, cr], dim), torch.cat([pi, ci], dim)
-        re, im, n = pr, pi, half + n % 2
-    return re, im
-
-
-def _fold(re: torch.Tensor, im: torch.Tensor, dim: int, start: int, acc: tuple | None) -> tuple:
-    """``acc`` times the entries from ``start`` on along ``dim``, one at a time, left to right."""
-    for k in range(start, re.shape[dim]):
-        z = _narrow_parts(re, im, dim, k, 1)
-        acc = z if acc is None else cmul(*acc, *z)
-    return acc
-
-
-# Chains of up to this many factors are multiplied left to right, in eager's order exactly
-# (signed zeros included); longer ones as a tree, log2(n) rounds instead of n - 1 steps in the
-# graph (in the special values tried, with the same infinities and NaNs as eager).
-_FOLD_LIMIT = 32
-
-
-def _chain_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``z0 z1 ... z(n-1)`` along ``dim`` (n >= 1, kept with size 1), no factor 1 + 0i."""
-    if re.shape[dim] <= _FOLD_LIMIT:
-        return _fold(re, im, dim, 1, _narrow_parts(re, im, dim, 0, 1))
-    return _tree_product(re, im, dim)
-
-
-@functools.cache
-def _vector_bytes() -> int:
-    """The width of the vector registers eager's CPU prod kernel runs on, for this build and
-    machine (ATen's Vectorized types): 16 bytes on ARM without 256-bit SVE, 32 otherwise. An
-    AVX-512 machine runs the AVX2 kernel: ATen builds an AVX-512 variant only of the kernels
-    registered for it (ALSO_REGISTER_AVX512_DISPATCH), and prod's is not."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    if platform.machine().lower() in ("aarch64", "arm64") and capability != "SVE256":
-        return 16
-    return 32
-
-
-def _block(re: torch.Tensor) -> int:
-    """``B``: the complex entries in four of eager's vector registers (16 complex64 with AVX2)."""
-    return 4 * max(1, _vector_bytes() // (2 * re.element_size()))
-
-
-def _eager_order_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Product along ``dim`` (kept with size 1) in the order eager's CPU kernel multiplies a
-    contiguous run of ``n`` entries, so that infinite and NaN parts come out as eager's.
-
-    Complex multiplication by the formula (no C99 recovery of infinities) is not associative
-    for special values: ``(1 + 0i)(inf + 0i) = inf + nan i`` (``0 * inf``), and which partial
-    products meet a factor 1 + 0i decides between ``inf`` and ``nan`` in the result. Eager
-    starts from 1 + 0i. Below one block of ``B`` entries (four vector registers: 16
-    complex64 or 8 complex128 with AVX2) it multiplies left to right, ``((1 z0) z1) z2 ...``.
-    From one block on, entry ``k`` of the first ``B * (n // B)`` goes to lane ``k mod B``;
-    each lane is the product of its entries left to right (:func:`_chain_product`), lanes
-    ``v, V+v, 2V+v, 3V+v`` are joined as ``(l0 l1)(l2 l3)`` (``V = B / 4``), those ``V``
-    products left to right, then ``1 + 0i`` times that, then the remaining ``n mod B`` entries
-    left to right.
-    """
-    n = re.shape[dim]
-    if n == 0:
-        # the empty product is 1 + 0i
-        zero = re.sum(dim, keepdim=True)
-        return zero + 1, zero
-    lanes_of = _block(re)
-    count = n // lanes_of
-    if count == 0:
-        return _fold(re, im, dim, 1, _times_one(*_narrow_parts(re, im, dim, 0, 1)))
-    shape = list(re.shape)
-    blocked = shape[:dim] + [count, lanes_of] + shape[dim + 1:]
-    lr, li = _chain_product(re.narrow(dim, 0, count * lanes_of).reshape(blocked),
-                            im.narrow(dim, 0, count * lanes_of).reshape(blocked), dim)
-    lr, li = lr.squeeze(dim), li.squeeze(dim)  # the B lanes along dim
-    width = lanes_of // 4  # V
-    q = [_narrow_parts(lr, li, dim, j * width, width) for j in range(4)]
-    vr, vi = cmul(*cmul(*q[0], *q[1]), *cmul(*q[2], *q[3]))
-    acc = _times_one(*_fold(vr, vi, dim, 1, _narrow_parts(vr, vi, dim, 0, 1)))
-    return _fold(re, im, dim, count * lanes_of, acc)
-
-
-def _eager_outer_product(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Product along ``dim`` (kept with size 1) in eager's order for a contiguous tensor.
-
-    Reducing the last dimension (or one followed by size-1 dimensions only), each output is
-    a contiguous run (:func:`_eager_order_product`). Along an outer dimension, one step along
-    ``dim`` spans ``K`` outputs: eager reduces the first ``B * (K // B)`` in blocks of ``B``
-    adjacent outputs, each ``1 + 0i`` times the product of its entries taken left to right,
-    and the remaining outputs one by one as a contiguous run would be."""
-    inner = 1
-    for size in re.shape[dim + 1:]:
-        inner *= size
-    lanes_of = _block(re)
-    blocked = (inner // lanes_of) * lanes_of
-    if inner <= 1 or blocked == 0 or re.shape[dim] == 0:
-        return _eager_order_product(re, im, dim)
-    shape = list(re.shape)
-    flat = shape[:dim] + [shape[dim], inner]
-    re, im = re.reshape(flat), im.reshape(flat)
-    head = _times_one(*_chain_product(*_narrow_parts(re, im, dim + 1, 0, blocked), dim))
-    if blocked < inner:
-        rest = _eager_order_product(*_narrow_parts(re, im, dim + 1, blocked, inner - blocked), dim)
-        head = torch.cat([head[0], rest[0]], dim + 1), torch.cat([head[1], rest[1]], dim + 1)
-    out = shape[:dim] + [1] + shape[dim + 1:]
-    return head[0].reshape(out), head[1].reshape(out)
-
-
 @register(aten.prod.default, aten.prod.dim_int)
 def prod(self, dim=None, keepdim=False, *, dtype=None):
     x = _cast(self, dtype)
@@ -238,7 +110,9 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
     if scalar:
         re, im = re.reshape(1), im.reshape(1)
     dim = dim % re.dim()
-    re, im = _eager_outer_product(re, im, dim)
+    # the order of the factors decides special values and depends on the device: the op is
+    # expanded into real ops by each graph's target (realify/passes/product_order.py)
+    re, im = complex_prod(re, im, dim)
     if scalar:
         re, im = re.reshape(()), im.reshape(())
     elif not keepdim:
@@ -248,7 +122,7 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
 
 @register(aten.cumprod.default)
 def cumprod(self, dim, *, dtype=None):
-    # Up to _FOLD_LIMIT entries: eager's running product. Longer: a Hillis–Steele scan: after
+    # Up to FOLD_LIMIT entries: eager's running product. Longer: a Hillis–Steele scan: after
     # the round with offset s, entry k holds z_{k-2s+1} ... z_k; z_k <- z_k * z_{k-s} for
     # k >= s, so log2(n) rounds of complex multiplication.
     x = _cast(self, dtype)
@@ -260,11 +134,11 @@ def cumprod(self, dim, *, dtype=None):
     if n == 0:
         # empty, or a 0-d tensor, which eager copies (no multiplication by 1 + 0i)
         return ComplexTensor(re.clone(), im.clone())
-    # eager's running product starts at 1 + 0i: z_0 -> (1 + 0i) z_0 (see _times_one)
-    fr, fi = _times_one(*_narrow_parts(re, im, dim, 0, 1))
-    if n <= _FOLD_LIMIT:
+    # eager's running product starts at 1 + 0i: z_0 -> (1 + 0i) z_0 (see times_one)
+    fr, fi = times_one(*_narrow_parts(re, im, dim, 0, 1))
+    if n <= FOLD_LIMIT:
         # eager's order, ((1 z0) z1) z2 ..., so that infinite and NaN parts come out as eager's
-        # (see _eager_order_product); one step per entry
+        # (realify/runtime/products.py); one step per entry
         outs = [(fr, fi)]
         for k in range(1, n):
             outs.append(cmul(*outs[-1], *_narrow_parts(re, im, dim, k, 1)))

@@ -18,6 +18,7 @@ model's training step; docs/benchmarks.md, "Measurements behind design choices")
   FFT whose result leaves the graph, through a graph break for instance, costs no copy)
 - ``realify::cmul_pairs(a, b, conj_a, conj_b) -> pairs``                   (complex product)
 - ``realify::cmm_pairs(a, b, conj_a, conj_b) -> pairs``        (complex matrix product, mm/bmm)
+- ``realify::complex_prod(re, im, dim) -> (re, im)``  (complex product along ``dim``, kept)
 - ``realify::fusion_barrier(x) -> x``         (a value Inductor stores rather than recomputes)
 - ``realify::snapshot(x) -> x``                (a copy no compiler pass removes as a no-op)
 - ``realify::stop_gradient(x) -> x``           (no gradient flows back: the program's detach)
@@ -39,11 +40,14 @@ from collections.abc import Sequence
 
 import torch
 
+from .products import neutral_product
+
 aten = torch.ops.aten
 
 __all__ = [
     "cmm_pairs",
     "cmul_pairs",
+    "complex_prod",
     "fft_c2c",
     "fft_c2c_pairs",
     "fft_c2r",
@@ -348,6 +352,49 @@ def _cmm_pairs_backward(ctx, grad):
 
 
 cmm_pairs.register_autograd(_cmm_pairs_backward, setup_context=_cmul_pairs_setup)
+
+
+# ---- complex product along a dimension ------------------------------------------------------
+# The order of a product's factors decides its infinite and NaN parts (realify/runtime/products.py),
+# and eager's order depends on the device that runs it. The prod rule leaves the product as this
+# op; each traced graph expands it into real ops in the order its target asks for
+# (realify/passes/product_order.py: the device-neutral order, or eager CPU's vector lanes where
+# the compile backend targets a CPU). Run eagerly (the eager front end), it is the device's own
+# complex prod.
+
+
+@torch.library.custom_op("realify::complex_prod", mutates_args=())
+def complex_prod(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if re.dtype in (torch.float32, torch.float64):
+        product = torch.view_as_real(torch.complex(re, im).prod(dim, keepdim=True))
+        return product[..., 0].clone(), product[..., 1].clone()
+    # parts with no complex dtype of their own (bfloat16) or no complex prod kernel (float16)
+    return tuple(part.clone() for part in neutral_product(re, im, dim))
+
+
+@complex_prod.register_fake
+def _(re, im, dim):
+    shape = list(re.shape)
+    shape[dim] = 1
+    return re.new_empty(shape), im.new_empty(shape)
+
+
+def _complex_prod_setup(ctx, inputs, output):
+    re, im, ctx.dim = inputs
+    ctx.save_for_backward(re, im)
+
+
+def _complex_prod_backward(ctx, grad_re, grad_im):
+    # the derivative of the neutral order's formula (orders differ only where a part is
+    # infinite or NaN, where no derivative exists)
+    re, im = ctx.saved_tensors
+    with torch.enable_grad():
+        re, im = re.detach().requires_grad_(), im.detach().requires_grad_()
+        grads = torch.autograd.grad(neutral_product(re, im, ctx.dim), (re, im), (grad_re, grad_im))
+    return (*grads, None)
+
+
+complex_prod.register_autograd(_complex_prod_backward, setup_context=_complex_prod_setup)
 
 
 # ---- fusion barrier -------------------------------------------------------------------------
