@@ -7,14 +7,20 @@ import os
 
 from . import backend, config, library_polyfills
 from .backend import compile, realify_backend
-from .runtime.boundary import Boundary
 from .engine.decompose import decompose
-from .errors import (ComplexLeakError, InputMetadataChangeError, MissingRuleError, OptionsChangedError, RealifyError,
-                     RuleConflictError)
+from .errors import (
+    ComplexLeakError,
+    InputMetadataChangeError,
+    MissingRuleError,
+    OptionsChangedError,
+    RealifyError,
+    RuleConflictError,
+)
 from .explain import Explanation, explain
 from .export import ComplexCallAdapter, export
 from .parameters import complex_parameters_as_real
 from .rules._derivative import decompositions as pointwise_decompositions
+from .runtime.boundary import Boundary
 from .tensor import ComplexTensor
 
 logging.getLogger("realify").addHandler(logging.NullHandler())
@@ -41,22 +47,22 @@ _register_with_torch_logs()
 __all__ = [
     "Boundary",
     "ComplexCallAdapter",
-    "ComplexTensor",
     "ComplexLeakError",
+    "ComplexTensor",
     "Explanation",
     "InputMetadataChangeError",
-    "OptionsChangedError",
     "MissingRuleError",
+    "OptionsChangedError",
     "RealifyError",
     "RuleConflictError",
     "backend",
     "compile",
     "complex_parameters_as_real",
-    "realify_backend",
     "config",
     "decompose",
     "explain",
     "export",
     "pointwise_decompositions",
+    "realify_backend",
 ]
 __version__ = "0.1.0"

@@ -20,21 +20,22 @@ import logging
 import operator
 import platform
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from torch.utils._pytree import tree_leaves
 
 from . import config
-from .runtime.boundary import RealCall, split
 from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
+from .engine.islands import island_call, islands_in
 from .errors import OptionsChangedError
 from .passes import pipeline
-from .engine.islands import island_call, islands_in
+from .runtime.boundary import Layout, RealCall, signature_of, split
 from .runtime.complex_tensor import ComplexTensor
 
 log = logging.getLogger("realify")
@@ -64,7 +65,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
                         on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
                         eager_outputs=True, pair_products=config.interleaved_products,
                         cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
-    signature = real_gm.realify_signature
+    signature = signature_of(real_gm)
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
     differentiable = _needs_grad(real_examples)
@@ -73,7 +74,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     # realify's own share of the compile time (the rest is the inner compiler's), and the
     # graphs it decomposed (DDPOptimizer hands over one piece per gradient bucket)
     decompose_s = time.perf_counter() - start
-    torch._dynamo.utils.counters["realify"]["decompose_s"] += decompose_s
+    # dynamo's counters are Counters of ints; this one keeps seconds
+    torch._dynamo.utils.counters["realify"]["decompose_s"] += decompose_s  # type: ignore[assignment]
     torch._dynamo.utils.counters["realify"]["graphs"] += 1
     where = _first_source_line(captured)
     if log.isEnabledFor(logging.INFO):  # counting the graph's ops is work only the log line needs
@@ -95,7 +97,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     log.info("compiled the graph%s in %.2f s", where, time.perf_counter() - start)
     # writes to inputs come back as extra outputs, copied in after the call; outputs that are
     # views of inputs are taken from those inputs (boundary.RealCall)
-    call = RealCall(compiled, real_gm.realify_signature, appended=lifted, autocast_off=autocast,
+    call = RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
     return _CompiledUnderOptions(call, where)
 
@@ -127,7 +129,7 @@ def _drop_absent_outputs(gm: fx.GraphModule) -> tuple[frozenset[int], int] | Non
     value for every output where the graph's first call runs on fake inputs (DDPOptimizer's
     pieces). Returns their positions and the number of outputs, or None where there are none."""
     output = gm.graph.output_node()
-    outs = list(output.args[0])
+    outs = list(cast(Sequence[Any], output.args[0]))
     absent = frozenset(i for i, o in enumerate(outs) if o is None)
     if not absent:
         return None
@@ -167,8 +169,8 @@ def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any]
     from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    def compile_plain(graph: fx.GraphModule, examples: Sequence[Any]) -> Callable:
-        return make_boxed_func(realify_backend(graph, examples, inner=inner, strict=strict, **inner_options))
+    def compile_plain(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        return make_boxed_func(realify_backend(gm, example_inputs, inner=inner, strict=strict, **inner_options))
 
     return aot_module_simplified(gm, list(example_inputs), fw_compiler=compile_plain, bw_compiler=compile_plain)
 
@@ -208,7 +210,8 @@ def _first_source_line(gm: fx.GraphModule) -> str:
     return f" (graph starting at {source_line(first)})" if first is not None else ""
 
 
-def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
+def _lift_tensor_attributes(gm: fx.GraphModule,
+                            example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
     """A copy of ``gm`` whose last inputs are the tensors ``gm`` reads as attributes, and those
     tensors (``gm`` itself, and no tensors, where there are none; dynamo's own graph is left as
     it is, dynamo reads it after the backend returns).
@@ -219,10 +222,11 @@ def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -
     (``p.add_(...)``), they cannot be functionalized at all. As inputs, passed by the runtime on
     every call, they are read fresh, and in-place writes to them are written back like writes
     to any input. Each new input keeps dynamo's fake value of the attribute."""
-    attributes = [n for n in gm.graph.nodes if n.op == "get_attr" and isinstance(operator.attrgetter(n.target)(gm), torch.Tensor)]
+    attributes = [n for n in gm.graph.nodes
+                  if n.op == "get_attr" and isinstance(operator.attrgetter(n.target)(gm), torch.Tensor)]
     if not attributes:
         return gm, []
-    graph, copies = fx.Graph(), {}
+    graph, copies = fx.Graph(), dict[fx.Node, fx.Node]()
     graph.output(graph.graph_copy(gm.graph, copies))
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     anchor = placeholders[-1] if placeholders else None
@@ -231,15 +235,17 @@ def _lift_tensor_attributes(gm: fx.GraphModule, example_inputs: Sequence[Any]) -
     inputs: dict[str, fx.Node] = {}  # one input per attribute, however many nodes read it
     for original in attributes:
         node = copies[original]
-        if node.target not in inputs:
-            value = operator.attrgetter(node.target)(gm)
-            with graph.inserting_after(anchor) if anchor is not None else graph.inserting_before(next(iter(graph.nodes))):
-                anchor = inputs[node.target] = graph.placeholder(node.name)
+        target = str(node.target)  # a get_attr node's target is the attribute's dotted name
+        if target not in inputs:
+            value = operator.attrgetter(target)(gm)
+            first = next(iter(graph.nodes))
+            with graph.inserting_after(anchor) if anchor is not None else graph.inserting_before(first):
+                anchor = inputs[target] = graph.placeholder(node.name)
             anchor.meta = dict(node.meta)
             if "example_value" not in anchor.meta and fake_mode is not None:
                 anchor.meta["example_value"] = fake_mode.from_tensor(value, static_shapes=True)
             lifted.append(value)
-        node.replace_all_uses_with(inputs[node.target])
+        node.replace_all_uses_with(inputs[target])
         graph.erase_node(node)
     return fx.GraphModule(gm, graph), lifted
 
@@ -351,7 +357,7 @@ def _input_names(gm: fx.GraphModule, count: int) -> list[str]:
 SMALL_INPUT = 1 << 14
 
 
-def _boundary_layout(x: Any, all_pairs: bool) -> str:
+def _boundary_layout(x: Any, all_pairs: bool) -> Layout:
     """How a complex input enters the real graph (see above): "interleaved" or "planar"."""
     if not (isinstance(x, torch.Tensor) and x.dtype.is_complex) or x.dtype == torch.complex32:
         return "planar"
@@ -376,7 +382,7 @@ def _static_numel_at_most(x: torch.Tensor, limit: int) -> bool:
     return isinstance(numel, int) and numel <= limit
 
 
-def _split_example(x: torch.Tensor, layout: str) -> torch.Tensor:
+def _split_example(x: torch.Tensor, layout: Layout) -> torch.Tensor:
     if isinstance(x, torch._subclasses.FakeTensor):
         with x.fake_mode:
             return split(x, layout)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
 
+from .engine.custom_functions import custom_function
 from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
-from .engine.custom_functions import custom_function
 from .rules import describe_rule
 
 
@@ -136,7 +137,7 @@ def _report(index: int, gm: fx.GraphModule) -> GraphReport:
                 warnings.simplefilter("ignore")  # islands are listed, not warned about
                 real = decompose(gm, examples, inputs="interleaved", outputs="interleaved", on_missing=island,
                                  on_complex_op=observe)
-        except Exception as e:  # noqa: BLE001 - reported, as the backend would raise it
+        except Exception as e:
             error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     complex_ops = [ComplexOp(op, n, None if op in islands else _rule_of(op), first_use.get(op))
                    for op, n in counts.most_common()]
@@ -154,7 +155,8 @@ def _creates_complex(gm: fx.GraphModule) -> bool:
 def _rule_of(op_name: str) -> str | None:
     op = _op_named(op_name)
     if op is custom_function._opoverload:
-        return "a custom autograd.Function or hook: its forward and backward decomposed (realify.engine.custom_functions)"
+        return ("a custom autograd.Function or hook: its forward and backward decomposed "
+                "(realify.engine.custom_functions)")
     return describe_rule(op) if op is not None else "higher-order op, planarized with its bodies"
 
 

@@ -23,22 +23,23 @@ import dataclasses
 import functools
 import inspect
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
 from torch.export import Dim, ExportedProgram, ShapesCollection
-from torch.export.graph_signature import InputKind, OutputKind
 from torch.export._tree_utils import reorder_kwargs
-from torch.utils._sympy.numbers import int_oo
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils._pytree import SequenceKey, keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
+from torch.utils._sympy.numbers import int_oo
 
-from .runtime.dtypes import pairs_of
+from .engine.decompose import decompose
+from .errors import ComplexLeakError, MissingRuleError, RealifyError
+from .passes.cleanup import copies_to_views
 from .runtime.aliasing import OutputView
 from .runtime.boundary import SIGNATURE_KEY, Boundary, RealCall, is_complex, signature_of
-from .engine.decompose import decompose
-from .passes.cleanup import copies_to_views
-from .errors import ComplexLeakError, MissingRuleError, RealifyError
+from .runtime.dtypes import pairs_of
 
 log = logging.getLogger("realify")
 aten = torch.ops.aten
@@ -303,7 +304,7 @@ _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR
 
 def _check_supported(ep: ExportedProgram) -> None:
     for spec in ep.graph_signature.input_specs:
-        if spec.kind not in _STATE_KINDS + (InputKind.USER_INPUT,):
+        if spec.kind not in (*_STATE_KINDS, InputKind.USER_INPUT):
             raise RealifyError(
                 f"realify.export does not support {spec.kind.name} inputs ({spec.arg}) yet: export a "
                 f"program without custom objects or effect tokens")
@@ -379,9 +380,11 @@ class _RealState:
         for spec in ep.graph_signature.input_specs:
             if spec.kind is InputKind.PARAMETER:
                 p = ep.state_dict[spec.target]
-                self.parameters[spec.target] = torch.nn.Parameter(real(p), requires_grad=p.requires_grad) if is_complex(p) else p
+                self.parameters[spec.target] = (torch.nn.Parameter(real(p), requires_grad=p.requires_grad)
+                                                if is_complex(p) else p)
             elif spec.kind is InputKind.BUFFER:
-                self.buffers[spec.target] = real(ep.state_dict[spec.target] if spec.persistent else ep.constants[spec.target])
+                value = ep.state_dict[spec.target] if spec.persistent else ep.constants[spec.target]
+                self.buffers[spec.target] = real(value)
                 self.persistent[spec.target] = bool(spec.persistent)
             elif spec.kind is InputKind.CONSTANT_TENSOR:
                 self.constants[spec.target] = real(ep.constants[spec.target])
@@ -439,7 +442,8 @@ class _RealProgram(torch.nn.Module):
     inputs in their original structure, in-place writes applied to buffers and inputs (where
     the second torch.export records them as mutations)."""
 
-    def __init__(self, real_gm: fx.GraphModule, wiring: _Wiring, state: _RealState, signature: inspect.Signature | None):
+    def __init__(self, real_gm: fx.GraphModule, wiring: _Wiring, state: _RealState,
+                 signature: inspect.Signature | None):
         super().__init__()
         self.real_gm = real_gm
         self.wiring = wiring

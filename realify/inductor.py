@@ -56,15 +56,16 @@ import hashlib
 import pathlib
 import unittest.mock
 import warnings
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-from .runtime import ops as _ops  # registers the realify:: ops lowered here (fusion_barrier, snapshot, ...)
 from .passes import pipeline
 from .passes.pointwise_conv import pointwise_convolution, pointwise_convolution_backward
+from .runtime import ops as _ops  # registers the realify:: ops lowered here (fusion_barrier, snapshot, ...)
 
 aten = torch.ops.aten
 
@@ -74,6 +75,8 @@ class PassSequence(CustomGraphPass):
     a single pass on some torch builds, a list on others). ``setting`` is the value already
     there (None, a pass, a list or another sequence); ``passes`` run after it. Cacheable when
     every pass is: its uuid is theirs, in order."""
+
+    passes: tuple[Any, ...]
 
     def __init__(self, setting: Any, *passes: Any) -> None:
         before = () if setting is None else setting.passes if isinstance(setting, PassSequence) else (
@@ -138,11 +141,12 @@ def _accurate_vector_expm1() -> Iterator[None]:
         _warn_out_of_process(compile_fx.fx_compile_mode.name)
 
     inductor_expm1 = CppVecOverrides.__dict__["expm1"]
-    CppVecOverrides.expm1 = staticmethod(_vector_expm1)
+    # Inductor's vector code generation is patched while realify's graphs compile, by design
+    CppVecOverrides.expm1 = staticmethod(_vector_expm1)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        CppVecOverrides.expm1 = inductor_expm1
+        CppVecOverrides.expm1 = inductor_expm1  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -251,7 +255,8 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
                    *pipeline.inductor_post_grad_passes(AccurateExpm1(), RealifyDecompositions())),
                "joint_custom_post_pass": PassSequence(config_patches.get("joint_custom_post_pass"),
                                                       *pipeline.inductor_joint_graph_passes())}
-    compile_real = functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner), config_patches=patches)
+    compile_real = functools.partial(compile_fx, inner_compile=_realify_codegen(compile_fx_inner),
+                                     config_patches=patches)
 
     @functools.wraps(compile_fx)
     def compile_with_realify_decompositions(gm: fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
@@ -302,7 +307,7 @@ class RealifyDecompositions(CustomGraphPass):
         return f"realify.code.{_realify_source_hash()}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _realify_source_hash() -> str:
     package = pathlib.Path(__file__).parent
     digest = hashlib.sha256()
@@ -312,7 +317,7 @@ def _realify_source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_out_of_process(mode: str) -> None:
     warnings.warn(f"realify: Inductor generates code out of process (TORCHINDUCTOR_FX_COMPILE_MODE={mode}); "
                   "its vectorized expm1 there is exp(x) - 1, which loses the small parts of complex "
@@ -327,8 +332,8 @@ def _realify_codegen(inner_compile: Callable) -> Callable:
     - vectorized ``expm1`` by ATen's accurate function (:class:`AccurateExpm1`);
     - no warning that Inductor "does not support code generation for complex operators". It
       warns once per process when it meets a complex value; the three ATen calls of the
-      pairs-product lowering (realify/passes/pair_products_to_aten.py) are the only complex values in a realify graph, and
-      deliberate, so the warning would mislead. It stays armed for every other program;
+      pairs-product lowering (realify/passes/pair_products_to_aten.py) are the only complex
+      values in a realify graph, and deliberate, so the warning would mislead. It stays armed for every other program;
     - scalar outputs allowed in the graph's fake mode, so that ``scan`` and ``map`` (also the
       real ones that planarizing complex ones makes) compile: Inductor rewrites them into a
       ``while_loop`` that reads its step as a Python integer (``.item()``), which otherwise
@@ -368,5 +373,5 @@ def _complex_warning_silenced() -> Iterator[None]:
         try:
             yield
         finally:
-            if armed:
+            if armed and warn_once is not None:
                 warn_once.cache_clear()

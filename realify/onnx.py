@@ -16,17 +16,18 @@ import logging
 import math
 import os
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 import torch
 from onnxscript import opset20 as op
 
-from .runtime import ops  # noqa: F401  (registers the realify:: ops)
-from .rules._derivative import decompositions as pointwise_decompositions
-from .runtime.expm1 import SERIES_BOUND, series_coefficients
 from .export import export
+from .rules._derivative import decompositions as pointwise_decompositions
+from .runtime import ops  # noqa: F401  (registers the realify:: ops)
+from .runtime.expm1 import SERIES_BOUND, series_coefficients
 
 log = logging.getLogger("realify")
 
@@ -76,7 +77,7 @@ def to_onnx(
     truncate_double: bool = False,
     custom_translation_table: dict[Callable, Callable] | None = None,
     **onnx_options: Any,
-) -> "torch.onnx.ONNXProgram":
+) -> torch.onnx.ONNXProgram:
     """Export a complex program to ONNX through :func:`realify.export`.
 
     ``program`` is an ExportedProgram made by :func:`realify.export` (``args`` are then not
@@ -318,7 +319,10 @@ def unfold_backward(frames, input_sizes: Sequence[Any], dim: int, size: int, ste
         total = shifted if total is None else op.Add(total, shifted)
     signal = op.Reshape(total, _ints([0] * (rank - 2) + [-1]))  # blocks -> samples
     length = input_sizes[dim]
-    length = _ints([length]) if isinstance(length, int) else op.Reshape(op.Cast(length, to=ir.DataType.INT64), _ints([1]))
+    if isinstance(length, int):
+        length = _ints([length])
+    else:  # a symbolic size: the input's own dimension, as a 1-element int64 tensor
+        length = op.Reshape(op.Cast(length, to=ir.DataType.INT64), _ints([1]))
     excess = op.Sub(length, op.Gather(op.Shape(signal), _ints([rank - 2]), axis=0))
     signal = op.Pad(signal, op.Concat(_ints([0] * (2 * rank - 3)), excess, axis=0))
     back = [0] * (rank - 1)  # the sample axis (last now) returns to dim

@@ -7,17 +7,14 @@ import warnings
 import pytest
 import torch
 import torch.nn as nn
+from backend_support import RecordingInner
 
 import realify
-from backend_support import RecordingInner
+from realify.bench.workloads import docs_chain as docs_example  # atan(cos(a*b) / sin(a+b))
 
 C64, C128 = torch.complex64, torch.complex128
 
-
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
-
-
-from realify.bench.workloads import docs_chain as docs_example  # atan(cos(a*b) / sin(a+b))
 
 
 @pytest.mark.parametrize("shape", [(5, 1), (1 << 16,)])
@@ -410,12 +407,14 @@ def test_torch_compile_mode_and_options_reach_inductor(how, monkeypatch):
 
     seen = []
     compiler = realify.inductor.inductor_compiler
-    monkeypatch.setattr(realify.inductor, "inductor_compiler", lambda patches: seen.append(patches) or compiler(patches))
+    monkeypatch.setattr(realify.inductor, "inductor_compiler",
+                        lambda patches: seen.append(patches) or compiler(patches))
     a, b = torch.randn(64, dtype=C64), torch.randn(64, dtype=C64)
     if how == "mode":
         fn = torch.compile(docs_example, backend="realify", mode="max-autotune-no-cudagraphs")
     elif how == "options":
-        fn = torch.compile(docs_example, backend="realify", options={"max_autotune": True, "coordinate_descent_tuning": True})
+        fn = torch.compile(docs_example, backend="realify",
+                           options={"max_autotune": True, "coordinate_descent_tuning": True})
     else:
         fn = realify.compile(docs_example, inner_options={"max_autotune": True, "coordinate_descent_tuning": True})
     torch.testing.assert_close(fn(a, b), docs_example(a, b), rtol=1e-4, atol=1e-5)

@@ -12,12 +12,25 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
-
 from known_failures import COMPILE, DECOMPOSE, EAGER, EXPORT, FIRST_SAMPLE_PASSES, INDUCTOR, NO_GRAPH
-from realify.tools.opinfo import (DTYPES, GEMM_OPS, MAX_SAMPLES, NONDETERMINISTIC, NoGraphCaptured, assert_matches, call_sample,
-                            complex_ops, op_id, run_compile, run_decompose, run_eager_complex_tensor, run_export,
-                            run_inductor, samples)
+
+from realify.tools.opinfo import (
+    DTYPES,
+    GEMM_OPS,
+    MAX_SAMPLES,
+    NONDETERMINISTIC,
+    NoGraphCaptured,
+    assert_matches,
+    call_sample,
+    complex_ops,
+    op_id,
+    run_compile,
+    run_decompose,
+    run_eager_complex_tensor,
+    run_export,
+    run_inductor,
+    samples,
+)
 
 # front end -> (runner, known failures, dtypes, extra marks, samples per op, ops dynamo hands no graph)
 FRONT_ENDS = {

@@ -153,7 +153,7 @@ def test_decompose_and_export_use_the_device_neutral_order(n, dtype, monkeypatch
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", no_host)
     monkeypatch.setattr(platform, "machine", no_host)
     z = _special_rows(24, n, dtype, seed=n)
-    program = lambda m: torch.prod(m, -1)  # noqa: E731
+    program = lambda m: torch.prod(m, -1)
     decomposed = FRONT_ENDS["decompose"](program, z)
     exported = realify.export(program, (z,)).module()(torch.view_as_real(z))
     exported = torch.view_as_complex(exported if isinstance(exported, torch.Tensor) else exported[0])

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -32,13 +33,21 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
 from .. import config
+from ..errors import MissingRuleError
 from ..passes import pipeline
 from ..passes.autocast import MarkAutocastProducts
-from ..runtime.boundary import (Boundary, Layout, boundary_example, check_real, eager_layouts, input_aliases,
-                       input_layouts, is_complex)
+from ..runtime.boundary import (
+    Boundary,
+    Layout,
+    boundary_example,
+    check_real,
+    eager_layouts,
+    input_aliases,
+    input_layouts,
+    is_complex,
+)
 from .custom_functions import functions_as_opaque_calls, release_functions
 from .dynamo_graph import DynamoGraphRunner, SourceLines
-from ..errors import MissingRuleError
 from .grad_semantics import GradSemantics
 from .planarize import planarize, symbolic
 

@@ -40,8 +40,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .cleanup import call_on_fakes
 from ..rules.conv import spatial_list
+from .cleanup import call_on_fakes
 
 aten = torch.ops.aten
 
@@ -89,8 +89,9 @@ class _AutocastAtCall(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        saved, self.dtypes = self.dtypes, {device: torch.get_autocast_dtype(device) for device in _DEVICES
-                                           if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)}
+        saved, self.dtypes = self.dtypes, {
+            device: torch.get_autocast_dtype(device) for device in _DEVICES
+            if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)}
         try:
             if self.dtypes and func in _CONVOLUTIONS and any(_is_complex(x) for x in args[:3]):
                 return _as_convolution(func, *args, **kwargs)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -52,7 +53,8 @@ def refuse_metadata_changes_of_inputs(gm: fx.GraphModule, names: Sequence[str]) 
             continue
         val = base.meta.get("val")
         offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else val.storage_offset()
-        if (list(val.shape), list(val.stride()), val.storage_offset()) == (list(node.args[1]), list(node.args[2]), offset):
+        new = (list(node.args[1]), list(node.args[2]), offset)
+        if (list(val.shape), list(val.stride()), val.storage_offset()) == new:
             continue  # squeeze_() of a tensor without size-1 dims and the like: no change
         i = placeholders.index(base)
         name = f"input {i}" + (f" ({names[i]})" if i < len(names) else "")

@@ -21,7 +21,7 @@ from .cleanup import call_on_fakes
 aten = torch.ops.aten
 prims = torch.ops.prims
 
-__all__ = ["dft_matrix", "scale_of", "without_imaginary_bin_0", "with_imaginary_bin_0"]
+__all__ = ["dft_matrix", "scale_of", "with_imaginary_bin_0", "without_imaginary_bin_0"]
 
 
 def dft_matrix(graph: fx.Graph, like: torch.Tensor, m: int, n: int, normalization: int, *,
@@ -60,7 +60,8 @@ def dft_matrix(graph: fx.Graph, like: torch.Tensor, m: int, n: int, normalizatio
     sin = make(aten.mul.Tensor, make(aten.neg.default, make(aten.sin.default, angle)), weight)
     rows = [make(aten.unsqueeze.default, part, 1) for part in (cos, sin)]  # (m, 2, n): re, im of each bin
     pairs = make(aten.reshape.default, make(aten.cat.default, rows, 1), [2 * m, n])
-    matrix = make(aten.cat.default, [make(aten.slice.Tensor, pairs, 0, 0, 1), make(aten.slice.Tensor, pairs, 0, 2, 2 * m)])
+    matrix = make(aten.cat.default,
+                  [make(aten.slice.Tensor, pairs, 0, 0, 1), make(aten.slice.Tensor, pairs, 0, 2, 2 * m)])
     if like.dtype == torch.float64:
         return matrix
     return make(prims.convert_element_type.default, matrix, like.dtype)
@@ -70,7 +71,8 @@ def without_imaginary_bin_0(graph: fx.Graph, pairs: fx.Node) -> fx.Node:
     """(rows, 2m) pairs -> (rows, 2m - 1): bin 0's imaginary part dropped (a copy of the band)."""
     width = pairs.meta["val"].shape[-1]
     make = functools.partial(call_on_fakes, graph)
-    return make(aten.cat.default, [make(aten.slice.Tensor, pairs, 1, 0, 1), make(aten.slice.Tensor, pairs, 1, 2, width)], 1)
+    return make(aten.cat.default,
+                [make(aten.slice.Tensor, pairs, 1, 0, 1), make(aten.slice.Tensor, pairs, 1, 2, width)], 1)
 
 
 def with_imaginary_bin_0(graph: fx.Graph, bins: fx.Node, samples: fx.Node) -> fx.Node:

@@ -53,8 +53,8 @@ import torch
 import torch.fx as fx
 
 from ..runtime import ops  # noqa: F401  (registers the realify:: ops used below)
-from .dft_matrix import dft_matrix, with_imaginary_bin_0, without_imaginary_bin_0
 from .cleanup import call_on_fakes, keep_unread
+from .dft_matrix import dft_matrix, with_imaginary_bin_0, without_imaginary_bin_0
 
 aten = torch.ops.aten
 realify_ops = torch.ops.realify
@@ -289,10 +289,12 @@ def _ndim(node: fx.Node) -> int:
 # elements along (a value zero from a column on stays so along any other dimension)
 _MOVES = {
     aten.slice.Tensor: lambda n: {n.args[1] % _ndim(n) if len(n.args) > 1 else 0},
-    aten.roll.default: lambda n: {d % _ndim(n) for d in n.args[2]} if len(n.args) > 2 and n.args[2] else set(range(_ndim(n))),
+    aten.roll.default: lambda n: (
+        {d % _ndim(n) for d in n.args[2]} if len(n.args) > 2 and n.args[2] else set(range(_ndim(n)))),
     aten.clone.default: lambda n: set(),
     aten.alias.default: lambda n: set(),
-    aten.select.int: lambda n: set(range(_ndim(n.args[0]))) if n.args[1] % _ndim(n.args[0]) != _ndim(n.args[0]) - 1 else set(),
+    aten.select.int: lambda n: (
+        set(range(_ndim(n.args[0]))) if n.args[1] % _ndim(n.args[0]) != _ndim(n.args[0]) - 1 else set()),
 }
 
 
@@ -356,7 +358,7 @@ _VIEWS = {aten.reshape.default, aten.view.default, aten.expand.default, aten.uns
 def _scatter_band(scatter: fx.Node, dim: int) -> int | None:
     """``slice_scatter(base, src, d, start, end, step)``: the base's band widened by where
     ``src`` lands."""
-    base, src, d, start, end, step = (*scatter.args, *(None,) * (6 - len(scatter.args)))[:6]
+    base, src, d, start, _end, step = (*scatter.args, *(None,) * (6 - len(scatter.args)))[:6]
     d = (0 if d is None else d) % _ndim(scatter)
     base_band, src_band = zero_from(base, dim), zero_from(src, dim)
     if base_band is None or scatter.kwargs:

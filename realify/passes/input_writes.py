@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
 from torch.utils.checkpoint import CheckpointPolicy
 
-from .layout import pair_part, stacks_pairs
 from .cleanup import call_on_fakes
+from .layout import pair_part, stacks_pairs
 
 
 def write_inputs_in_place(gm: fx.GraphModule, layouts: Sequence[str], shared: frozenset[int] = frozenset()) -> None:
@@ -107,7 +108,7 @@ def read_written_inputs_once(gm: fx.GraphModule) -> None:
         if copy is None:
             continue
         copy.meta["recompute"] = CheckpointPolicy.MUST_SAVE
-        target.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
+        target.replace_all_uses_with(copy, delete_user_cb=lambda user, copy=copy: user is not copy)
     gm.recompile()
 
 

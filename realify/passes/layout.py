@@ -13,8 +13,9 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    ``select(V'(P), -1, k)``, ``V'`` the same view with the pair dimension kept last
    (unsqueeze, squeeze, slice, select, expand, view, permute, transpose; ``roll`` along
    given dims, which moves elements as a view would; and a contiguous ``clone``, einsum's copy
-   of an operand it cannot view as matrices), one ``V'(P)`` node shared by both parts. The rotary embedding's ``freqs[None, :, None, :]`` stays pairs. Writes of a part
-   into the same part of other pairs (``slice_scatter``, ``select_scatter``: ``out[..., :m,
+   of an operand it cannot view as matrices), one ``V'(P)`` node shared by both parts. The
+   rotary embedding's ``freqs[None, :, None, :]`` stays pairs. Writes of a part into the same
+   part of other pairs (``slice_scatter``, ``select_scatter``: ``out[..., :m,
    :m] = block``) are the same write of the pairs into the pairs, one node for both parts:
    a data-movement kernel then copies whole pairs, contiguous in both, instead of writing
    each part with stride-2 stores (neuraloperator's spectral convolution writes its mixed
@@ -43,11 +44,11 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    (complex autocast) stay planar: they run in lower precision.
 
 4. **An FFT whose result is only wanted as pairs computes the pairs**: where every use of
-   the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them)
-   ends in a stack back into pairs or a copy into a part of pairs, the FFT becomes its ``*_pairs`` variant, which returns
-   the FFT library's own interleaved result: no split into planes and back. Rules 1 and 2 then
-   carry the views, rolls (``fftshift``) and stacks over to the pairs. A spectrum that leaves
-   the graph (at a graph break, or as an output) costs no copy.
+   the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them) ends
+   in a stack back into pairs or a copy into a part of pairs, the FFT becomes its ``*_pairs``
+   variant, which returns the FFT library's own interleaved result: no split into planes and
+   back. Rules 1 and 2 then carry the views, rolls (``fftshift``) and stacks over to the pairs.
+   A spectrum that leaves the graph (at a graph break, or as an output) costs no copy.
 
 Rules 1, 2 and 4 change no value and no layout a caller can see (the graph's outputs are laid out
 by realify/runtime/boundary.py); rule 3 changes how a product rounds only as ATen's complex kernel
@@ -58,7 +59,8 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -138,7 +140,8 @@ _VIEWS_ON_PAIRS: dict[Any, Callable[..., tuple[Any, tuple]]] = {
 # tensor, which on pairs would move parts between elements: left as it is)
 _ON_PAIRS = {
     **_VIEWS_ON_PAIRS,
-    aten.roll.default: lambda p, n, shifts, dims=(): (aten.roll.default, (shifts, [_dim(d, n) for d in dims])) if dims else None,
+    aten.roll.default: lambda p, n, shifts, dims=(): (
+        (aten.roll.default, (shifts, [_dim(d, n) for d in dims])) if dims else None),
     # a contiguous copy of a part is a part of a contiguous copy of the pairs (einsum copies an
     # operand it cannot view as a matrix; the copy then moves whole pairs)
     aten.clone.default: lambda p, n, memory_format=None:
@@ -206,7 +209,8 @@ def _view_of_part(graph: fx.Graph, node: fx.Node, views: dict) -> bool:
 def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any, *args: Any, **kwargs: Any) -> bool:
     """Replace ``node`` by part ``k`` of ``op(*args, **kwargs)`` on pairs, made once for both
     parts (``views`` holds those made so far)."""
-    key = (op, *(a if isinstance(a, fx.Node) else repr(a) for a in args), repr(kwargs))  # sizes may be symbolic: as written
+    # sizes may be symbolic: keyed as written
+    key = (op, *(a if isinstance(a, fx.Node) else repr(a) for a in args), repr(kwargs))
     made = views.get(key)
     if made is None:
         with graph.inserting_before(node):
@@ -233,7 +237,8 @@ def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
     return True
 
 
-_FILLS = {aten.zeros.default: lambda size, **kw: (size, 0, kw), aten.full.default: lambda size, value, **kw: (size, value, kw)}
+_FILLS = {aten.zeros.default: lambda size, **kw: (size, 0, kw),
+          aten.full.default: lambda size, value, **kw: (size, value, kw)}
 
 
 def _signbit(value: Any) -> bool:

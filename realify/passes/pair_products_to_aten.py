@@ -14,20 +14,20 @@ nothing::
 
 The complex values live only between those three ATen calls in Inductor's generated wrapper
 (Inductor runs complex ops as ATen fallbacks); the graph realify hands over, and every kernel
-Inductor generates, stay real. A conjugated factor is materialized with ``conj_physical``,
-the copy eager's ``mul`` makes of a lazily conjugated operand anyway. Only products whose
-operands are contiguous are rewritten: Inductor calls ``view_as_complex`` on a contiguous
-input (``require_contiguous``), which would otherwise copy, and for a broadcast (expanded)
-operand materialize the whole expansion. ``realify::cmm_pairs`` (small matrix products) is
-lowered the same way to ``mm``/``bmm`` of the complex views, and always: an operand that is
-not contiguous pairs is first laid out contiguous (:func:`realify.passes.gemm_operands.contiguous_operand`), the copy BLAS
-would need anyway; a complex64 operand that is a view of contiguous pairs (einsum's
-mode-major permutes) is copied as 8-byte words, its views replayed on a float64 bitcast of
-the pairs (:func:`_contiguous_pairs_operand`). A conjugated GEMM operand is conjugated by
-the Inductor kernel that lays it out (:func:`_conjugated_operand`): ATen's ``bmm`` would
-copy it once more with ``conj_physical``, one more pass over the whole operand. A product of
-inner dimension 1 (the backward's outer product of a matrix-vector product) is no GEMM at
-all: it becomes the elementwise formula, broadcast, in Inductor
+Inductor generates, stay real. A conjugated factor is materialized with ``conj_physical``, the
+copy eager's ``mul`` makes of a lazily conjugated operand anyway. Only products whose operands
+are contiguous are rewritten: Inductor calls ``view_as_complex`` on a contiguous input
+(``require_contiguous``), which would otherwise copy, and for a broadcast (expanded) operand
+materialize the whole expansion. ``realify::cmm_pairs`` (small matrix products) is lowered the
+same way to ``mm``/``bmm`` of the complex views, and always: an operand that is not contiguous
+pairs is first laid out contiguous (:func:`realify.passes.gemm_operands.contiguous_operand`),
+the copy BLAS would need anyway; a complex64 operand that is a view of contiguous pairs
+(einsum's mode-major permutes) is copied as 8-byte words, its views replayed on a float64
+bitcast of the pairs (:func:`_contiguous_pairs_operand`). A conjugated GEMM operand is
+conjugated by the Inductor kernel that lays it out (:func:`_conjugated_operand`): ATen's
+``bmm`` would copy it once more with ``conj_physical``, one more pass over the whole operand. A
+product of inner dimension 1 (the backward's outer product of a matrix-vector product) is no
+GEMM at all: it becomes the elementwise formula, broadcast, in Inductor
 (:func:`_lower_outer_product`), one pass over the output where BLAS's GEMM kernel is slower.
 Both measured on S4D's training step in docs/benchmarks.md, "After run 28".
 """

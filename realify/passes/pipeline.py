@@ -25,14 +25,21 @@ are imported only when stage 4 is asked for.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch.fx as fx
 
 from .autocast import lower_precision_products
-from .cleanup import (copies_to_views, inplace_views_to_functional, mutations_to_outputs,
-                      refuse_metadata_changes_of_inputs, stop_gradients_as_detach, strip_fusion_barriers,
-                      unread_outputs_not_asked)
+from .cleanup import (
+    copies_to_views,
+    inplace_views_to_functional,
+    mutations_to_outputs,
+    refuse_metadata_changes_of_inputs,
+    stop_gradients_as_detach,
+    strip_fusion_barriers,
+    unread_outputs_not_asked,
+)
 from .fft_bands import transform_only_bands
 from .gauss import gauss_products
 from .input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place

@@ -15,8 +15,7 @@ import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..runtime.ops import complex_prod
-from ..runtime.products import (chain_product, cmul, empty_product, fold, narrow_parts, neutral_product,
-                                times_one)
+from ..runtime.products import chain_product, cmul, empty_product, fold, narrow_parts, neutral_product, times_one
 
 
 def expand_complex_products(gm: fx.GraphModule, cpu_vector_bytes: int | None) -> None:
@@ -86,7 +85,7 @@ def _eager_order_product(re: torch.Tensor, im: torch.Tensor, dim: int, vector_by
     if count == 0:
         return fold(re, im, dim, 1, times_one(*narrow_parts(re, im, dim, 0, 1)))
     shape = list(re.shape)
-    blocked = shape[:dim] + [count, lanes_of] + shape[dim + 1:]
+    blocked = [*shape[:dim], count, lanes_of, *shape[dim + 1:]]
     lr, li = chain_product(re.narrow(dim, 0, count * lanes_of).reshape(blocked),
                            im.narrow(dim, 0, count * lanes_of).reshape(blocked), dim)
     lr, li = lr.squeeze(dim), li.squeeze(dim)  # the B lanes along dim
@@ -114,11 +113,11 @@ def eager_cpu_product(re: torch.Tensor, im: torch.Tensor, dim: int, vector_bytes
     if inner <= 1 or blocked == 0 or re.shape[dim] == 0:
         return _eager_order_product(re, im, dim, vector_bytes)
     shape = list(re.shape)
-    flat = shape[:dim] + [shape[dim], inner]
+    flat = [*shape[:dim], shape[dim], inner]
     re, im = re.reshape(flat), im.reshape(flat)
     head = times_one(*chain_product(*narrow_parts(re, im, dim + 1, 0, blocked), dim))
     if blocked < inner:
         rest = _eager_order_product(*narrow_parts(re, im, dim + 1, blocked, inner - blocked), dim, vector_bytes)
         head = torch.cat([head[0], rest[0]], dim + 1), torch.cat([head[1], rest[1]], dim + 1)
-    out = shape[:dim] + [1] + shape[dim + 1:]
+    out = [*shape[:dim], 1, *shape[dim + 1:]]
     return head[0].reshape(out), head[1].reshape(out)

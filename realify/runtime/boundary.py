@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import torch
 import torch.fx as fx
@@ -25,10 +26,10 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
-from .dtypes import complex_of, pairs_of, real_dtype
-from .aliasing import OutputView, contiguous_strides, needs_restride, output_bases, overlapping_write, storages
 from ..errors import ComplexLeakError, RealifyError
+from .aliasing import OutputView, contiguous_strides, needs_restride, output_bases, overlapping_write, storages
 from .complex_tensor import ComplexTensor
+from .dtypes import complex_of, pairs_of, real_dtype
 
 aten = torch.ops.aten
 Layout = Literal["complex", "planar", "interleaved"]
