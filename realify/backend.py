@@ -97,7 +97,8 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     log.info("compiled the graph%s in %.2f s", where, time.perf_counter() - start)
     # writes to inputs come back as extra outputs, copied in after the call; outputs that are
     # views of inputs are taken from those inputs (boundary.RealCall)
-    call = RealCall(compiled, signature, appended=lifted, autocast_off=autocast,
+    # the written regions the pipeline recorded are in the signature it left on the graph
+    call = RealCall(compiled, signature_of(real_gm), appended=lifted, autocast_off=autocast,
                     on_shared_write=_RunCapturedOnSharedWrite(captured, len(signature.inputs)))
     return _CompiledUnderOptions(call, where)
 
