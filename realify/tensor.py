@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .rules import one_argument_functions
 from .rules._derivative import pointwise
-from .rules._registry import one_argument_functions
 from .rules.spectra import OPTIONAL_VECTORS, hermitian_eigenvalues, no_vectors_asked, singular_values
 from .runtime.complex_tensor import (ComplexTensor, add_torch_function_hook, as_complex_tensor, unwrap_complex,
                                      wrap_complex)
@@ -54,9 +54,11 @@ def _by_formula(func, args: tuple, kwargs: dict, call) -> Any:
     its formula: one the rule table declares so (``register(op, derivative=...)``,
     realify/rules/_derivative.py, ``OneArgument.eager_by_formula``); NotImplemented for every
     other call."""
+    if kwargs or len(args) != 1:
+        return NotImplemented
     name = getattr(func, "__name__", None)
     function = one_argument_functions().get(name)
-    if (kwargs or len(args) != 1 or function is None or not function.eager_by_formula
+    if (function is None or not function.eager_by_formula
             or func not in (getattr(torch, name, None), getattr(torch.Tensor, name))):
         return NotImplemented
     (z,) = args

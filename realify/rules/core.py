@@ -79,9 +79,12 @@ def _magnitude(re, im):
     return torch.where(zero, 0.0, magnitude)
 
 
-# eager's formula: g sgn(z), the real g promoted to complex (so nan where |z| is infinite)
-register(aten.abs.default, derivative=lambda g, z, w: C(g, torch.zeros_like(g)) * lookup(aten.sgn.default).of(z),
-         real_operand=torch.abs)(_magnitude)
+def _abs_derivative(g, z, w):
+    # eager's formula: g sgn(z), the real g promoted to complex (so nan where |z| is infinite)
+    return C(g, torch.zeros_like(g)) * lookup(aten.sgn.default).of(z)
+
+
+register(aten.abs.default, derivative=_abs_derivative, real_operand=torch.abs)(_magnitude)
 
 
 def _angle_derivative(g, z, w):

@@ -83,8 +83,8 @@ def _function(op):
 # Each derivative below is eager's formula for the op on complex inputs (grad_z = g conj(f'(z)),
 # with the same operations in the same order, so that infinities and zeros meet as in eager),
 # evaluated by functions that carry their own derivatives: second derivatives are right too.
-_exp, _log, _sin, _cos, _sinh, _cosh, _rsqrt = map(_function, (aten.exp, aten.log, aten.sin, aten.cos, aten.sinh, aten.cosh,
-                                                               aten.rsqrt))
+_exp, _log, _sin, _cos, _sinh, _cosh, _rsqrt = map(
+    _function, (aten.exp, aten.log, aten.sin, aten.cos, aten.sinh, aten.cosh, aten.rsqrt))
 
 
 def _rotated(kernel):
@@ -453,20 +453,20 @@ def _sigmoid(x, y):
     return cdiv(torch.ones_like(er), None, 1.0 + er, ei)
 
 
-@register(aten.sinc.default, derivative=lambda g, z, w: _sinc_derivative(g, z))
+def _sinc_derivative(g, z, w):
+    # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
+    pz, sq = z * PI, z * z * PI
+    out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
+    return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
+
+
+@register(aten.sinc.default, derivative=_sinc_derivative)
 def _sinc(x, y):
     # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
     zero = (x == 0) & (y == 0)
     px, py = PI * torch.where(zero, 1.0, x), PI * y
     re, im = cdiv(*_csin(px, py), px, py)
     return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
-
-
-def _sinc_derivative(g, z):
-    # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
-    pz, sq = z * PI, z * z * PI
-    out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
-    return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
 
 
 def _where(condition, value: float, z: C) -> C:
