@@ -15,7 +15,7 @@ import torch
 
 import realify
 from realify import ComplexTensor
-from realify.rules._registry import one_argument_functions
+from realify.rules import one_argument_functions
 
 inf, nan = math.inf, math.nan
 
@@ -33,10 +33,14 @@ def _points(parts=PARTS, special=SPECIAL) -> torch.Tensor:
     return torch.complex(re, im)
 
 
-# every function of one complex argument the rule table declares (register(op, derivative=...)),
-# as torch's function (the aten op where torch has none), then the unary programs whose
-# gradients the rules compose from other formulas
-UNARY = {name: getattr(torch, name, None) or function.op for name, function in one_argument_functions().items()}
+def declared_functions() -> dict:
+    """Every function of one complex argument the rule table declares (register(op,
+    derivative=...)), as torch's function (the aten op where torch has none)."""
+    return {name: getattr(torch, name, None) or function.op for name, function in one_argument_functions().items()}
+
+
+# the declared functions, then the unary programs whose gradients the rules compose from others
+UNARY = declared_functions()
 UNARY.update({
     "square": torch.square, "pow0": lambda z: torch.pow(z, 0), "pow0.5": lambda z: torch.pow(z, 0.5),
     "pow-1": lambda z: torch.pow(z, -1), "pow2": lambda z: torch.pow(z, 2),

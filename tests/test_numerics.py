@@ -19,7 +19,7 @@ import torch
 
 import realify
 from realify import ComplexTensor
-from realify.rules._registry import one_argument_functions
+from realify.rules import one_argument_functions
 
 inf, nan = math.inf, math.nan
 DTYPES = (torch.complex64, torch.complex128)
@@ -40,8 +40,12 @@ def special_values(dtype) -> torch.Tensor:
     return torch.tensor([complex(a, b) for a in c for b in c], dtype=dtype)
 
 
-# every function of one complex argument the rule table declares (register(op, derivative=...))
-UNARY = list(one_argument_functions())
+def declared_functions() -> list[str]:
+    """Every function of one complex argument the rule table declares (register(op, derivative=...))."""
+    return list(one_argument_functions())
+
+
+UNARY = declared_functions()
 
 
 def public_function(name):

@@ -16,8 +16,8 @@ import torch
 import test_gradients as gradients
 import test_numerics as numerics
 from realify import ComplexTensor
-from realify.rules import register
-from realify.rules._registry import _TABLE, lookup, one_argument_functions
+from realify.rules import lookup, one_argument_functions, register
+from realify.rules._registry import _TABLE
 
 NEGATIVE = torch.ops.aten.negative.default
 
@@ -56,6 +56,8 @@ def test_a_new_declaration_reaches_the_lists_and_its_derivative_is_used(negative
     function = one_argument_functions()["negative"]
     assert function.op is NEGATIVE and function.eager_by_formula
     assert function.formula.name == "negative"
+    assert "negative" in numerics.declared_functions()
+    assert gradients.declared_functions()["negative"] is torch.negative
 
     # values on the special-value table, through the eager ComplexTensor, against eager (the
     # signs of zeros aside: eager's complex negation gives -0 on its scalar path and +0 on its
