@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .rules._derivative import UNARY_FUNCTIONS, _formula, pointwise
+from .rules import one_argument_functions
+from .rules._derivative import pointwise
 from .rules.spectra import OPTIONAL_VECTORS, hermitian_eigenvalues, no_vectors_asked, singular_values
 from .runtime.complex_tensor import (ComplexTensor, add_torch_function_hook, as_complex_tensor, unwrap_complex,
                                      wrap_complex)
@@ -50,16 +51,21 @@ def differentiable_parts(z: ComplexTensor) -> tuple[Tensor, Tensor]:
 
 def _by_formula(func, args: tuple, kwargs: dict, call) -> Any:
     """A function of one complex argument on a ComplexTensor that requires grad, differentiated by
-    its formula (realify/rules/_derivative.py); NotImplemented for every other call."""
+    its formula: one the rule table declares so (``register(op, derivative=...)``,
+    realify/rules/_derivative.py, ``OneArgument.eager_by_formula``); NotImplemented for every
+    other call."""
+    if kwargs or len(args) != 1:
+        return NotImplemented
     name = getattr(func, "__name__", None)
-    if (kwargs or len(args) != 1 or name not in UNARY_FUNCTIONS
+    function = one_argument_functions().get(name)
+    if (function is None or not function.eager_by_formula
             or func not in (getattr(torch, name, None), getattr(torch.Tensor, name))):
         return NotImplemented
     (z,) = args
     if not (isinstance(z, ComplexTensor) and z.requires_grad and torch.is_grad_enabled()):
         return NotImplemented
     out = pointwise(name, list(differentiable_parts(z)), [])
-    return ComplexTensor(*out) if _formula(name).complex_output else out[0]
+    return ComplexTensor(*out) if len(out) == 2 else out[0]
 
 
 # Public functions whose result holds eigen- or singular values only (never vectors): every

@@ -15,6 +15,7 @@ import torch
 
 import realify
 from realify import ComplexTensor
+from realify.rules import one_argument_functions
 
 inf, nan = math.inf, math.nan
 
@@ -32,15 +33,16 @@ def _points(parts=PARTS, special=SPECIAL) -> torch.Tensor:
     return torch.complex(re, im)
 
 
-UNARY = {
-    name: getattr(torch, name)
-    for name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt",
-                 "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan",
-                 "asinh", "acosh", "atanh", "sigmoid", "sinc", "reciprocal", "sgn", "angle",
-                 "abs", "square")
-}
+def declared_functions() -> dict:
+    """Every function of one complex argument the rule table declares (register(op,
+    derivative=...)), as torch's function (the aten op where torch has none)."""
+    return {name: getattr(torch, name, None) or function.op for name, function in one_argument_functions().items()}
+
+
+# the declared functions, then the unary programs whose gradients the rules compose from others
+UNARY = declared_functions()
 UNARY.update({
-    "pow0": lambda z: torch.pow(z, 0), "pow0.5": lambda z: torch.pow(z, 0.5),
+    "square": torch.square, "pow0": lambda z: torch.pow(z, 0), "pow0.5": lambda z: torch.pow(z, 0.5),
     "pow-1": lambda z: torch.pow(z, -1), "pow2": lambda z: torch.pow(z, 2),
     "pow2.5": lambda z: torch.pow(z, 2.5), "pow(1+1j)": lambda z: torch.pow(z, 1 + 1j),
     "2**z": lambda z: torch.pow(2, z), "0**z": lambda z: torch.pow(0, z),

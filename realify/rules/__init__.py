@@ -12,9 +12,9 @@ decompositions (composite ops), and finally :class:`MissingRuleError` naming the
 
 from ..runtime.complex_tensor import answer_aten_ops_with
 from ._planar import complex_like, make_complex, parts, promoted, result_dtype
-from ._registry import Rule, apply_rule, describe_rule, lookup, register, register_each
+from ._registry import Rule, apply_rule, describe_rule, lookup, one_argument_functions, register, register_each
 
 answer_aten_ops_with(apply_rule)
 
-__all__ = ["Rule", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex", "parts", "promoted", "register",
-           "register_each", "result_dtype"]
+__all__ = ["Rule", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex", "one_argument_functions",
+           "parts", "promoted", "register", "register_each", "result_dtype"]

@@ -7,7 +7,9 @@ made from real data) ``sin``'s imaginary part is ``where(y == 0, y, ...)``, whos
 ``x`` is 0 where ``cos x sinh y`` has ``cosh y``... and the gradient loses a part. Eager PyTorch
 differentiates a complex op by the formula in its ``derivatives.yaml``, never through the kernel.
 
-realify does the same. A rule that registers a :class:`Formula` runs as the custom op
+realify does the same. A rule that computes with a :class:`Formula` (:func:`apply`), and the
+rule of every function of one complex argument declared with its derivative
+(:class:`OneArgument`, ``register(op, derivative=...)``), runs as the custom op
 ``realify::pointwise(name, parts, constants)``:
 
 - forward: the rule's planar kernel (``Formula.values``). Inductor and every other consumer
@@ -26,13 +28,16 @@ special-value code differentiated.
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
+from torch._ops import OpOverload
 
 from ._algebra import cdiv, cmul
+from ._families import load_families
+from ._planar import parts
+from ..runtime.complex_tensor import ComplexTensor
 
 Tensor = torch.Tensor
 
@@ -95,39 +100,46 @@ def _lift(x) -> C:
 
 @dataclasses.dataclass(frozen=True)
 class Formula:
-    """A pointwise rule's planar kernel and its gradient.
+    """A pointwise kernel and its gradient, known to ``realify::pointwise`` by ``name`` (the name
+    a graph holds: one formula per name).
 
     ``values(parts, constants)`` maps the flat real parts of the complex inputs (re, im of
     each, broadcast to one shape) to the flat real outputs (re, im of a complex result, or one
     real tensor). ``vjp(inputs, outputs, grad, constants)`` maps them (inputs as :class:`C`,
     outputs as :class:`C` or a real tensor, ``grad`` likewise) to the gradient of each input
-    (a :class:`C`), in PyTorch's convention: ``dL/dRe z + i dL/dIm z``."""
+    (a :class:`C`), in PyTorch's convention: ``dL/dRe z + i dL/dIm z``.
 
+    A formula is a value: a rule that computes with it (:func:`apply`) is what enters the rule
+    table; the functions of one complex argument are declared with their rule
+    (:class:`OneArgument`)."""
+
+    name: str
     values: Callable[[Sequence[Tensor], Sequence[float]], Sequence[Tensor]]
     vjp: Callable[..., Sequence[C]]
-    complex_output: bool = True
+
+    def __post_init__(self) -> None:
+        if _BY_NAME.setdefault(self.name, self) is not self:
+            raise ValueError(f"a derivative formula named {self.name!r} exists already")
+
+    def release(self) -> None:
+        """Give up the name, for a formula that replaces this one (``register(...,
+        override=True)`` of a function of one complex argument)."""
+        if _BY_NAME.get(self.name) is self:
+            del _BY_NAME[self.name]
 
 
-FORMULAS: dict[str, Formula] = {}
+# every formula by its name, for realify::pointwise to find the one a graph names
+_BY_NAME: dict[str, Formula] = {}
 
 
 def _formula(name: str) -> Formula:
-    from ._registry import load_families  # the rule families register their formulas on import
-
-    load_families()
-    return FORMULAS[name]
-
-
-def formula(name: str, values, vjp, complex_output: bool = True) -> None:
-    """Register the kernel ``values`` and its gradient ``vjp`` under ``name``."""
-    if name in FORMULAS:
-        raise ValueError(f"a derivative formula named {name!r} exists already")
-    FORMULAS[name] = Formula(values, vjp, complex_output)
+    load_families()  # a graph may run before any rule was looked up: the families declare the formulas
+    return _BY_NAME[name]
 
 
 @torch.library.custom_op("realify::pointwise", mutates_args=())
 def pointwise(name: str, parts: list[Tensor], constants: list[float]) -> list[Tensor]:
-    # the kernel FORMULAS[name].values on the planar parts; outputs are fresh tensors (a custom
+    # the kernel of the formula named ``name`` on the planar parts; outputs are fresh tensors (a custom
     # op may not return its inputs)
     outs = _formula(name).values(parts, constants)
     return [o.clone() if any(o is p for p in parts) else o for o in outs]
@@ -149,7 +161,7 @@ def _backward(ctx, grads):
     parts, outs = saved[:ctx.inputs], saved[ctx.inputs:]
     f = _formula(ctx.name)
     inputs = [C(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
-    if f.complex_output:
+    if len(outs) == 2:  # a complex result's parts
         outputs, grad = C(*outs), C(*grads)
     else:
         (outputs,), (grad,) = outs, grads
@@ -168,19 +180,64 @@ def _no_gradient(constants: list[float]):
 pointwise.register_autograd(_backward, setup_context=_setup)
 
 
-def apply(name: str, *inputs: C, constants: Sequence[float] = ()) -> C | Tensor:
-    """The registered function ``name`` of complex ``inputs`` (broadcast to one shape), with its
-    registered gradient; a complex result as :class:`C`, a real one as a tensor."""
+def apply(formula: Formula, *inputs: C, constants: Sequence[float] = ()) -> C | Tensor:
+    """``formula``'s function of complex ``inputs`` (broadcast to one shape), with its gradient;
+    a complex result as :class:`C`, a real one as a tensor."""
     parts = torch.broadcast_tensors(*(p for z in inputs for p in (z.re, z.im)))
-    out = pointwise(name, list(parts), [float(c) for c in constants])
-    return C(*out) if _formula(name).complex_output else out[0]
+    out = pointwise(formula.name, list(parts), [float(c) for c in constants])
+    return C(*out) if len(out) == 2 else out[0]
 
 
-def holomorphic(name: str, kernel: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]],
-                grad: Callable[[C, C, C], C]) -> None:
-    """Register a complex function of one complex argument: ``kernel(x, y) -> (re, im)`` and
-    ``grad(g, z, w) -> grad_z`` for the output gradient ``g``, input ``z`` and result ``w``."""
-    formula(name, lambda parts, _: kernel(*parts), lambda inputs, w, g, _: [grad(g, inputs[0], w)])
+@dataclasses.dataclass(frozen=True)
+class OneArgument:
+    """A pointwise function of one complex argument, declared once (``register(op,
+    derivative=...)``, realify/rules/_registry.py): the rule of ``op``, and everything the front
+    ends and the tests need to know of the function.
+
+    ``kernel(x, y)`` maps the planar parts of ``z = x + iy`` to the result's ``(re, im)``, or to
+    one real tensor; ``derivative(g, z, w)`` is the gradient of ``z`` (a :class:`C`) for the
+    output gradient ``g`` and the result ``w``, eager's formula; ``real_operand(x)`` is the
+    rule's value for a real operand ``x`` (None: the function of ``x + 0i``);
+    ``eager_by_formula`` says whether the eager ComplexTensor front end differentiates the
+    function by this formula rather than by PyTorch's (realify/tensor.py)."""
+
+    op: OpOverload
+    kernel: Callable[[Tensor, Tensor], Any]
+    derivative: Callable[[C, C, Any], C]
+    real_operand: Callable[[Tensor], Any] | None = None
+    eager_by_formula: bool = True
+
+    def __post_init__(self) -> None:
+        kernel, derivative = self.kernel, self.derivative
+        formula = Formula(self.name, lambda parts, _: _outputs(kernel(*parts)),
+                          lambda inputs, w, g, _: [derivative(g, inputs[0], w)])
+        object.__setattr__(self, "formula", formula)
+        # the rule is named as its kernel where the table names rules (errors, realify.explain)
+        for attribute in ("__module__", "__name__", "__qualname__"):
+            object.__setattr__(self, attribute, getattr(kernel, attribute))
+
+    @property
+    def name(self) -> str:
+        """The function's name: its op's (``exp``), which is also the public function's
+        (``torch.exp``) and the formula's in a graph (``realify::pointwise('exp', ...)``)."""
+        return self.op.overloadpacket.__name__
+
+    def __call__(self, operand: Any) -> Any:
+        """The rule: the function of ``operand``, through ``realify::pointwise``."""
+        re, im = parts(operand)
+        if im is None and self.real_operand is not None:
+            return self.real_operand(re)
+        out = self.of(C(re, torch.zeros_like(re) if im is None else im))
+        return ComplexTensor(*out) if isinstance(out, C) else out
+
+    def of(self, z: C) -> C | Tensor:
+        """The function of a complex value, with this derivative (for formulas that use it)."""
+        return apply(self.formula, z)
+
+
+def _outputs(result: Any) -> list[Tensor]:
+    """A kernel's result as the custom op's flat outputs: (re, im), or the one real tensor."""
+    return [result] if isinstance(result, Tensor) else list(result)
 
 
 def decompositions() -> dict:
@@ -191,14 +248,3 @@ def decompositions() -> dict:
         return list(_formula(name).values(parts, constants))
 
     return {torch.ops.realify.pointwise.default: values}
-
-
-LN2 = math.log(2.0)
-LN10 = math.log(10.0)
-
-
-# The functions of one complex argument that the eager front end (realify/tensor.py)
-# differentiates by their formula rather than by PyTorch's
-UNARY_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos",
-                   "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "sigmoid",
-                   "sinc", "reciprocal", "sgn", "abs", "angle")

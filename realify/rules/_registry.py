@@ -13,17 +13,28 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from ..errors import MissingRuleError, RuleConflictError
+from ._derivative import OneArgument
+from ._families import PACKAGE as _PACKAGE, load_families
 
 log = logging.getLogger("realify")
 
 Rule = Callable[..., Any]
 _TABLE: dict[object, Rule] = {}
-_PACKAGE = __name__.rpartition(".")[0]  # realify.rules
 aten = torch.ops.aten
 
 
-def register(*ops: OpOverload | OpOverloadPacket, override: bool = False) -> Callable[[Rule], Rule]:
+def register(*ops: OpOverload | OpOverloadPacket, override: bool = False, derivative: Callable | None = None,
+             real_operand: Callable | None = None, eager_by_formula: bool = True) -> Callable[[Rule], Rule]:
     """Register the decorated function as the planar rule of each op in ``ops``.
+
+    With ``derivative``, the decorated function is instead the planar kernel of a pointwise
+    function of one complex argument, ``kernel(x, y) -> (re, im)`` (or one real tensor), and
+    ``ops`` is that function's one overload: its rule is the :class:`OneArgument` declaration
+    made of the kernel, ``derivative(g, z, w) -> grad z`` (eager's formula, realify/rules/_derivative.py),
+    ``real_operand`` (the rule's value for a real operand; None: the operand with a +0
+    imaginary part) and ``eager_by_formula`` (whether the eager ComplexTensor front end
+    differentiates the function by this formula, realify/tensor.py). The kernel is returned as it
+    is, for other kernels to call.
 
     An op that has a rule already raises :class:`RuleConflictError`, unless ``override=True``:
     then the new rule replaces it (a user's own rule for an op realify covers, or a notebook
@@ -36,16 +47,27 @@ def register(*ops: OpOverload | OpOverloadPacket, override: bool = False) -> Cal
             old = _TABLE.get(op)
             if old is not None and old is not fn and not override:
                 raise RuleConflictError(
-                    f"{op} already has the rule {old.__module__}.{old.__name__}; cannot also register "
-                    f"{fn.__module__}.{fn.__name__} (pass register(..., override=True) to replace it)"
+                    f"{op} already has the rule {_name(old)}; cannot also register "
+                    f"{_name(fn)} (pass register(..., override=True) to replace it)"
                 )
-            if old is not None and old is not fn:
-                log.info("rule for %s replaced: %s.%s -> %s.%s", op, old.__module__, old.__name__,
-                         fn.__module__, fn.__name__)
-            _TABLE[op] = fn
+            if isinstance(old, OneArgument) and derivative is not None:
+                old.formula.release()  # the new declaration's formula takes the function's name
+            rule = fn if derivative is None else OneArgument(op, fn, derivative, real_operand, eager_by_formula)
+            if old is not None and old is not rule:
+                log.info("rule for %s replaced: %s -> %s", op, _name(old), _name(rule))
+            _TABLE[op] = rule
+        one_argument_functions.cache_clear()
         return fn
 
+    if derivative is None and (real_operand is not None or not eager_by_formula):
+        raise TypeError("register: real_operand and eager_by_formula describe a kernel with a derivative")
+    if derivative is not None and not (len(ops) == 1 and isinstance(ops[0], OpOverload)):
+        raise TypeError("register(..., derivative=...) takes the one overload the kernel computes")
     return decorate
+
+
+def _name(rule: Rule) -> str:
+    return f"{rule.__module__}.{rule.__name__}"
 
 
 def register_each(ops: Iterable[OpOverload | OpOverloadPacket], make_rule: Callable[..., Rule], *args: Any,
@@ -65,6 +87,14 @@ def lookup(func: OpOverload) -> Rule | None:
     if rule is None and isinstance(func, OpOverload):
         rule = _TABLE.get(func.overloadpacket)
     return rule
+
+
+@functools.cache
+def one_argument_functions() -> dict[str, OneArgument]:
+    """The functions of one complex argument declared in the table (``register(op,
+    derivative=...)``), by name: every list the front ends and the tests need of them."""
+    load_families()
+    return {rule.name: rule for rule in _TABLE.values() if isinstance(rule, OneArgument)}
 
 
 def describe_rule(func: OpOverload) -> str | None:
@@ -152,15 +182,3 @@ def _decomposition(func: OpOverload) -> Rule | None:
     if func._can_decompose():
         return func.decompose
     return None
-
-
-@functools.cache
-def load_families() -> None:
-    """Import every rule family once (each module registers its rules on import)."""
-    import importlib
-    import pkgutil
-
-    for module in pkgutil.iter_modules(importlib.import_module(_PACKAGE).__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{_PACKAGE}.{module.name}")
-

@@ -10,10 +10,8 @@ from __future__ import annotations
 import torch
 
 from . import register
-from ._derivative import C, apply, holomorphic
 from ._algebra import cdiv, cmul, padd, pneg, psub
 from ._planar import complex_like, parts, promoted
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -79,20 +77,16 @@ def neg(self):
     return complex_like(-re, pneg(im), self.dtype, self)
 
 
+def _real_reciprocal(x):
+    # 1 / x of a real operand, as a complex result (the value of 1 / (x + 0i) with no phantom
+    # imaginary part: C99 Annex G)
+    return complex_like(*_reciprocal(x, None), x.dtype, x)
+
+
+@register(aten.reciprocal.default, derivative=lambda g, z, w: -g * (w * w).conj(), real_operand=_real_reciprocal)
 def _reciprocal(x, y):
     # 1 / (a + bi), through Smith's division so that tiny/huge |z| neither over- nor underflows
     return cdiv(torch.ones_like(x), None, x, y)
-
-
-holomorphic("reciprocal", _reciprocal, lambda g, z, w: -g * (w * w).conj())
-
-
-@register(aten.reciprocal.default)
-def reciprocal(self):
-    re, im = parts(self)
-    if im is None:
-        return complex_like(*_reciprocal(re, None), self.dtype, self)
-    return ComplexTensor(*apply("reciprocal", C(re, im)))
 
 
 @register(aten.square.default)

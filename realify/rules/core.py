@@ -7,7 +7,8 @@ import builtins
 import torch
 
 from . import register, register_each
-from ._derivative import C, apply, formula
+from ._registry import lookup
+from ._derivative import C
 from ._planar import complex_like, make_complex, pairs_of, parts, partwise
 from ..runtime.dtypes import real_dtype
 from ..runtime.ops import fusion_barrier, stop_gradient, straight_through
@@ -69,16 +70,8 @@ def clone(self, *, memory_format=None):
     return ComplexTensor(re.clone(memory_format=memory_format), im.clone(memory_format=memory_format))
 
 
-@register(aten.abs.default)
-def abs(self):
-    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max
-    re, im = parts(self)
-    if im is None:
-        return torch.abs(re)
-    return apply("abs", C(re, im))
-
-
 def _magnitude(re, im):
+    # |a + bi| = hypot(a, b): no overflow for |a|, |b| near the float max;
     # at 0 both parts are swapped for (1, 0) before hypot and the result selected back to 0
     # ("double where"), so that derivative formulas using |z| are not 0/0 there
     zero = (re == 0) & (im == 0)
@@ -86,60 +79,43 @@ def _magnitude(re, im):
     return torch.where(zero, 0.0, magnitude)
 
 
-def _angle(parts, _):
-    # arg(a + bi) = atan2(b, a), signed zeros on the branch cut as in C99
-    re, im = parts
-    return [torch.atan2(im, re)]
+def _abs_derivative(g, z, w):
+    # eager's formula: g sgn(z), the real g promoted to complex (so nan where |z| is infinite)
+    return C(g, torch.zeros_like(g)) * lookup(aten.sgn.default).of(z)
 
 
-def _angle_grad(inputs, w, g, _):
+register(aten.abs.default, derivative=_abs_derivative, real_operand=torch.abs)(_magnitude)
+
+
+def _angle_derivative(g, z, w):
     # eager's formula: 0 at z = 0, else g z / |z|^2 i (so nan where |z| is infinite)
-    (z,) = inputs
     magnitude = _magnitude(z.re, z.im)
     out = C(g, torch.zeros_like(g)) * z / C(magnitude * magnitude, torch.zeros_like(g)) * 1j
     zero = (z.re == 0) & (z.im == 0)
-    return [C(torch.where(zero, 0.0, out.re), torch.where(zero, 0.0, out.im))]
+    return C(torch.where(zero, 0.0, out.re), torch.where(zero, 0.0, out.im))
 
 
-formula("abs", lambda parts, _: [_magnitude(*parts)],
-        # eager's formula: g sgn(z), the real g promoted to complex (so nan where |z| is infinite)
-        lambda inputs, w, g, _: [C(g, torch.zeros_like(g)) * apply("sgn", inputs[0])], complex_output=False)
-formula("angle", _angle, _angle_grad, complex_output=False)
+@register(aten.angle.default, derivative=_angle_derivative, real_operand=lambda x: torch.atan2(torch.zeros_like(x), x))
+def _angle(re, im):
+    # arg(a + bi) = atan2(b, a), signed zeros on the branch cut as in C99
+    return torch.atan2(im, re)
 
 
-@register(aten.angle.default)
-def angle(self):
-    re, im = parts(self)
-    if im is None:
-        return torch.atan2(torch.zeros_like(re), re)
-    return apply("angle", C(re, im))
-
-
-def _sgn(parts, _):
-    # sgn(z) = z / |z|, and 0 for z = 0
-    re, im = parts
-    magnitude = torch.hypot(re, im)
-    zero = magnitude == 0
-    safe = torch.where(zero, 1.0, magnitude)
-    return [torch.where(zero, 0.0, re / safe), torch.where(zero, 0.0, im / safe)]
-
-
-def _sgn_grad(inputs, s, g, _):
+def _sgn_derivative(g, z, s):
     # eager's formula: (g - s^2 conj(g)) / (2 |z|), and 0 at z = 0
-    (z,) = inputs
     magnitude = _magnitude(z.re, z.im)
     out = (g - (s * s) * g.conj()) / C(2.0 * magnitude, torch.zeros_like(magnitude))
     zero = magnitude == 0
-    return [C(torch.where(zero, 0.0, out.re), torch.where(zero, 0.0, out.im))]
+    return C(torch.where(zero, 0.0, out.re), torch.where(zero, 0.0, out.im))
 
 
-formula("sgn", _sgn, _sgn_grad)
-
-
-@register(aten.sgn.default)
-def sgn(self):
-    re, im = parts(self)
-    return ComplexTensor(*apply("sgn", C(re, torch.zeros_like(re) if im is None else im)))
+@register(aten.sgn.default, derivative=_sgn_derivative)
+def _sgn(re, im):
+    # sgn(z) = z / |z|, and 0 for z = 0
+    magnitude = torch.hypot(re, im)
+    zero = magnitude == 0
+    safe = torch.where(zero, 1.0, magnitude)
+    return torch.where(zero, 0.0, re / safe), torch.where(zero, 0.0, im / safe)
 
 
 @register(aten.polar.default)

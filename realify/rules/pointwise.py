@@ -23,12 +23,12 @@ import numbers
 
 import torch
 
-from . import register, register_each
+from . import register
 from ._algebra import cdiv, cmul
-from ._derivative import C, apply, formula, holomorphic
+from ._derivative import C, Formula, apply
 from ._planar import complex_like, parts, promoted, result_dtype
+from ._registry import lookup
 from ..runtime.dtypes import real_dtype
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -74,16 +74,17 @@ def _filled(z) -> C:
     return C(x, torch.zeros_like(x) if y is None else y)
 
 
-def _through_kernel(op):
-    """The rule of ``op(self)``, a function of one complex argument whose planar kernel and
-    derivative are registered under its name (``holomorphic``, realify/rules/_derivative.py)."""
-    name = op.overloadpacket.__name__
+def _function(op):
+    """``op``'s function of a complex value with its declared derivative, for derivatives that
+    use other functions (their second derivatives are then the function's too)."""
+    return lambda z: lookup(op.default).of(z)
 
-    def rule(self):
-        return ComplexTensor(*apply(name, C(*_xy(self))))
 
-    rule.__name__ = name
-    return rule
+# Each derivative below is eager's formula for the op on complex inputs (grad_z = g conj(f'(z)),
+# with the same operations in the same order, so that infinities and zeros meet as in eager),
+# evaluated by functions that carry their own derivatives: second derivatives are right too.
+_exp, _log, _sin, _cos, _sinh, _cosh, _rsqrt = map(
+    _function, (aten.exp, aten.log, aten.sin, aten.cos, aten.sinh, aten.cosh, aten.rsqrt))
 
 
 def _rotated(kernel):
@@ -128,6 +129,7 @@ def _times_zero(times, y):
     return torch.where(_isnan(scaled), y, scaled)
 
 
+@register(aten.exp.default, derivative=lambda g, z, w: g * w.conj())
 def _cexp(x, y):
     # exp(x + iy) = e^x cos y + (e^x sin y) i
     # y = ±0: exactly e^x ± 0i (no inf * 0 = nan for large x: exp(100+0j) = inf+0j);
@@ -158,11 +160,13 @@ def _log_abs(x, y):
     return torch.where(near, close, far)
 
 
+@register(aten.log.default, derivative=lambda g, z, w: g / z.conj())
 def _clog(x, y):
     # log(x + iy) = log|z| + atan2(y, x) i   (branch cut on the negative real axis: ±0 picks ±pi)
     return _log_abs(x, y), torch.atan2(y, x)
 
 
+@register(aten.sqrt.default, derivative=lambda g, z, w: g / (2 * w.conj()))
 def _csqrt(x, y):
     # Kahan: t = sqrt((|x| + hypot(x, y)) / 2);
     #   x >= 0: sqrt z = t + (y / 2t) i;   x < 0: sqrt z = |y| / 2t + copysign(t, y) i
@@ -191,11 +195,13 @@ def _crecip(x, y):
     return cdiv(torch.ones_like(x), None, x, y)
 
 
+@register(aten.rsqrt.default, derivative=lambda g, z, w: -0.5 * g * (w * w * w).conj())
 def _crsqrt(x, y):
     # rsqrt z = 1 / sqrt z  (eager: one divided by the complex sqrt)
     return _crecip(*_csqrt(x, y))
 
 
+@register(aten.log1p.default, derivative=lambda g, z, w: g / (z + 1).conj())
 def _clog1p(x, y):
     # eager's CPU formula (c10, after numpy and Kahan): u = 1 + z, then
     #   log1p z = z where u == 1;  log u where u - 1 == z exactly;
@@ -213,6 +219,7 @@ def _clog1p(x, y):
     return re, im
 
 
+@register(aten.expm1.default, derivative=lambda g, z, w: g * (w.conj() + 1))
 def _cexpm1(x, y):
     # expm1(z) = (expm1(x) cos y - 2 sin^2(y/2)) + (e^x sin y) i   (c10's formula: no cancellation
     # near 0); y = ±0 gives exactly ±0i; beyond log(max), expm1(x) = e^x (scaled, no overflow)
@@ -224,6 +231,7 @@ def _cexpm1(x, y):
     return re, im
 
 
+@register(aten.exp2.default, derivative=lambda g, z, w: g * w.conj() * LN2)
 def _cexp2(x, y):
     # 2^z = exp(z ln 2)  (eager: exp of ln2 * z)
     return _cexp(LN2 * x, LN2 * y)
@@ -236,6 +244,10 @@ def _clog_base(base_log: float):
         return re / base_log, im / base_log
 
     return kernel
+
+
+register(aten.log2.default, derivative=lambda g, z, w: g / (z.conj() * LN2))(_clog_base(LN2))
+register(aten.log10.default, derivative=lambda g, z, w: g / (z.conj() * LN10))(_clog_base(LN10))
 
 
 # ---- hyperbolic and trigonometric --------------------------------------------------------
@@ -269,6 +281,7 @@ def _nonfinite_inf_x(x, y):
     return _isinf(x) & ~_isfinite(y)
 
 
+@register(aten.sinh.default, derivative=lambda g, z, w: g * _cosh(z).conj())
 def _csinh(x, y):
     # sinh(x + iy) = sinh x cos y + (cosh x sin y) i
     # y = ±0: exactly ±0i; x = ±0 with y inf/nan: ±0 + nan i (glibc)
@@ -279,6 +292,7 @@ def _csinh(x, y):
     return torch.where(special, torch.abs(x), re), torch.where(special, y - y, im)
 
 
+@register(aten.cosh.default, derivative=lambda g, z, w: g * _sinh(z).conj())
 def _ccosh(x, y):
     # cosh(x + iy) = cosh x cos y + (sinh x sin y) i
     # y = ±0: imaginary part ±0 with the sign of sinh(x) * y (nan x: y); x = ±0 with y inf/nan:
@@ -292,6 +306,7 @@ def _ccosh(x, y):
     return torch.where(special, torch.abs(x), re), torch.where(special, y - y, im)
 
 
+@register(aten.tanh.default, derivative=lambda g, z, w: g * (1 - w * w).conj())
 def _ctanh(x, y):
     # tanh(x + iy) = (sinh x cosh x + (sin y cos y) i) / (sinh^2 x + cos^2 y)     (glibc's form;
     # sinh^2 x is dropped where it is below cos^2 y * eps); for |x| > log(max)/2:
@@ -315,6 +330,7 @@ def _ctanh(x, y):
 
 
 
+@register(aten.sin.default, derivative=lambda g, z, w: g * _cos(z).conj())
 def _csin(x, y):
     # sin z = -i sinh(iz); where C99 leaves the sign of an infinite imaginary part open
     # (nan real part), glibc's csin gives +inf
@@ -322,9 +338,11 @@ def _csin(x, y):
     return re, torch.where(_isnan(re) & _isinf(im), torch.abs(im), im)
 
 
-_ctan = _rotated(_ctanh)  # tan z = -i tanh(iz)
+# tan z = -i tanh(iz)
+register(aten.tan.default, derivative=lambda g, z, w: g * (1 + w * w).conj())(_rotated(_ctanh))
 
 
+@register(aten.cos.default, derivative=lambda g, z, w: g * -_sin(z).conj())
 def _ccos(x, y):
     # cos z = cosh(iz), iz = -y + ix
     return _ccosh(-y, x)
@@ -346,6 +364,7 @@ def _log2z(big, x, y):
     return _log_abs(torch.where(big, x, 1.0), torch.where(big, y, 0.0)) + LN2
 
 
+@register(aten.asin.default, derivative=lambda g, z, w: g * _rsqrt(-z * z + 1).conj())
 def _casin(x, y):
     # Kahan: asin z = atan2(x, Re(sqrt(1-z) sqrt(1+z))) + asinh(Im(conj(sqrt(1-z)) sqrt(1+z))) i
     # (1 - z = (1-x) - yi keeps the signed zero of y, which selects the side of the branch cut:
@@ -361,6 +380,7 @@ def _casin(x, y):
     return torch.where(big, big_re, re), torch.where(big, big_im, im)
 
 
+@register(aten.acos.default, derivative=lambda g, z, w: g * -_rsqrt(-z * z + 1).conj())
 def _cacos(x, y):
     # Kahan: acos z = 2 atan2(Re sqrt(1-z), Re sqrt(1+z)) + asinh(Im(conj(sqrt(1+z)) sqrt(1-z))) i
     # |z| huge, inf or nan: acos z = atan2(|y|, x) - copysign(log|2z|, y) i  (pi/2 where x = 0)
@@ -374,6 +394,7 @@ def _cacos(x, y):
     return torch.where(big, big_re, re), torch.where(big, big_im, im)
 
 
+@register(aten.acosh.default, derivative=lambda g, z, w: g * (_rsqrt(z + 1) * _rsqrt(z - 1)).conj())
 def _cacosh(x, y):
     # Kahan: acosh z = asinh(Re(conj(sqrt(z-1)) sqrt(z+1))) + 2 atan2(Im sqrt(z-1), Re sqrt(z+1)) i
     # |z| huge, inf or nan: acosh z = log|2z| + atan2(y, x) i  (pi/2 for ±0 + nan i)
@@ -386,6 +407,7 @@ def _cacosh(x, y):
     return torch.where(big, _log2z(big, x, y), re), torch.where(big, big_im, im)
 
 
+@register(aten.atanh.default, derivative=lambda g, z, w: g * 1 / (1 - z * z).conj())
 def _catanh(x, y):
     # atanh z = log(((1+x)^2 + y^2) / ((1-x)^2 + y^2)) / 4 + atan2(2y, (1-x)(1+x) - y^2) / 2 i
     # real part as glibc: 0.25 log(f) where the quotient f < 1/2, else 0.25 log1p(4x / den)
@@ -415,73 +437,36 @@ def _catanh(x, y):
     return torch.where(x == 0, x, re), torch.where(big, big_im, im)
 
 
-_casinh = _rotated(_casin)  # asinh z = -i asin(iz)
-_catan = _rotated(_catanh)  # atan z = -i atanh(iz)
+# asinh z = -i asin(iz)
+register(aten.asinh.default, derivative=lambda g, z, w: g * _rsqrt(z * z + 1).conj())(_rotated(_casin))
+# atan z = -i atanh(iz)
+register(aten.atan.default, derivative=lambda g, z, w: g / (z * z + 1).conj())(_rotated(_catanh))
 
 
-# ---- registrations of the unary functions ----------------------------------------------
-# Each gradient is eager's formula for the op on complex inputs (grad_z = g conj(f'(z)), with
-# the same operations in the same order, so that infinities and zeros meet as in eager),
-# evaluated by rules that carry their own gradients: second derivatives are right too.
+# ---- sigmoid, sinc ---------------------------------------------------------------------
 
 
-def _f(name):
-    return lambda z: apply(name, z)
-
-
-_exp, _sin, _cos, _sinh, _cosh, _rsqrt = map(_f, ("exp", "sin", "cos", "sinh", "cosh", "rsqrt"))
-
-
+@register(aten.sigmoid.default, derivative=lambda g, z, w: g * ((1 - w) * w).conj())
 def _sigmoid(x, y):
     # sigmoid(z) = 1 / (1 + exp(-z))
     er, ei = _cexp(-x, -y)
     return cdiv(torch.ones_like(er), None, 1.0 + er, ei)
 
 
-def _sinc(x, y):
-    # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
-    zero = (x == 0) & (y == 0)
-    px, py = PI * torch.where(zero, 1.0, x), PI * y
-    re, im = cdiv(*_csin(px, py), px, py)
-    return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
-
-
-def _sinc_grad(g, z, w):
+def _sinc_derivative(g, z, w):
     # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
     pz, sq = z * PI, z * z * PI
     out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
     return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
 
 
-# functions of one complex argument: (op, planar kernel, derivative (g, z, w) -> grad z)
-_HOLOMORPHIC = (
-    (aten.exp, _cexp, lambda g, z, w: g * w.conj()),
-    (aten.exp2, _cexp2, lambda g, z, w: g * w.conj() * LN2),
-    (aten.expm1, _cexpm1, lambda g, z, w: g * (w.conj() + 1)),
-    (aten.log, _clog, lambda g, z, w: g / z.conj()),
-    (aten.log1p, _clog1p, lambda g, z, w: g / (z + 1).conj()),
-    (aten.log2, _clog_base(LN2), lambda g, z, w: g / (z.conj() * LN2)),
-    (aten.log10, _clog_base(LN10), lambda g, z, w: g / (z.conj() * LN10)),
-    (aten.sqrt, _csqrt, lambda g, z, w: g / (2 * w.conj())),
-    (aten.rsqrt, _crsqrt, lambda g, z, w: -0.5 * g * (w * w * w).conj()),
-    (aten.sin, _csin, lambda g, z, w: g * _cos(z).conj()),
-    (aten.cos, _ccos, lambda g, z, w: g * -_sin(z).conj()),
-    (aten.tan, _ctan, lambda g, z, w: g * (1 + w * w).conj()),
-    (aten.sinh, _csinh, lambda g, z, w: g * _cosh(z).conj()),
-    (aten.cosh, _ccosh, lambda g, z, w: g * _sinh(z).conj()),
-    (aten.tanh, _ctanh, lambda g, z, w: g * (1 - w * w).conj()),
-    (aten.asin, _casin, lambda g, z, w: g * _rsqrt(-z * z + 1).conj()),
-    (aten.acos, _cacos, lambda g, z, w: g * -_rsqrt(-z * z + 1).conj()),
-    (aten.atan, _catan, lambda g, z, w: g / (z * z + 1).conj()),
-    (aten.asinh, _casinh, lambda g, z, w: g * _rsqrt(z * z + 1).conj()),
-    (aten.acosh, _cacosh, lambda g, z, w: g * (_rsqrt(z + 1) * _rsqrt(z - 1)).conj()),
-    (aten.atanh, _catanh, lambda g, z, w: g * 1 / (1 - z * z).conj()),
-    (aten.sigmoid, _sigmoid, lambda g, z, w: g * ((1 - w) * w).conj()),
-    (aten.sinc, _sinc, _sinc_grad),
-)
-for _op, _kernel, _grad in _HOLOMORPHIC:
-    holomorphic(_op.__name__, _kernel, _grad)
-register_each([op.default for op, _, _ in _HOLOMORPHIC], _through_kernel)
+@register(aten.sinc.default, derivative=_sinc_derivative)
+def _sinc(x, y):
+    # sinc(z) = sin(pi z) / (pi z), and 1 at z = 0 (eager's kernel)
+    zero = (x == 0) & (y == 0)
+    px, py = PI * torch.where(zero, 1.0, x), PI * y
+    re, im = cdiv(*_csin(px, py), px, py)
+    return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
 
 
 def _where(condition, value: float, z: C) -> C:
@@ -514,13 +499,13 @@ def _logaddexp_grad(inputs, w, g, _):
     return [g / (1 + _exp(b - a)).conj(), g / (1 + _exp(a - b)).conj()]
 
 
-formula("logaddexp", lambda parts, _: _logaddexp(*parts), _logaddexp_grad)
+_LOGADDEXP = Formula("logaddexp", lambda parts, _: _logaddexp(*parts), _logaddexp_grad)
 
 
 @register(aten.logaddexp.default)
 @promoted("self", "other")
 def logaddexp(self, other):
-    return apply("logaddexp", _filled(self), _filled(other))
+    return apply(_LOGADDEXP, _filled(self), _filled(other))
 
 
 # ---- powers -----------------------------------------------------------------------------
@@ -587,16 +572,16 @@ def _pow_number_grad(inputs, w, g, constants):
     (z,), e = inputs, complex(*constants)
     if e == 0:
         return [C(torch.zeros_like(g.re), torch.zeros_like(g.im))]
-    return [g * (e * apply("pow_number", z, constants=((e - 1).real, (e - 1).imag))).conj()]
+    return [g * (e * apply(_POW_NUMBER, z, constants=((e - 1).real, (e - 1).imag))).conj()]
 
 
 def _pow_grad(inputs, w, g, _):
     # eager's formulas: base: 0 where e = 0, else g conj(e z^(e-1));
     # exponent: g conj(w log z), and 0 where z = 0 and e is real and >= 0
     z, e = inputs
-    base = _where((e.re == 0) & (e.im == 0), 0.0, g * (e * apply("pow", z, e - 1)).conj())
+    base = _where((e.re == 0) & (e.im == 0), 0.0, g * (e * apply(_POW, z, e - 1)).conj())
     zero_base = (z.re == 0) & (z.im == 0) & (e.im == 0) & (e.re >= 0)
-    return [base, g * _where(zero_base, 0.0, w * apply("log", z)).conj()]
+    return [base, g * _where(zero_base, 0.0, w * _log(z)).conj()]
 
 
 def _pow_base_grad(inputs, w, g, log_base):
@@ -607,9 +592,9 @@ def _pow_base_grad(inputs, w, g, log_base):
     return [g * _where(zero_base, 0.0, w * C(*log_base)).conj()]
 
 
-formula("pow_number", lambda parts, e: _pow_number(*parts, complex(*e)), _pow_number_grad)
-formula("pow", lambda parts, _: _cpow(*_clog(*parts[:2]), *parts[2:]), _pow_grad)
-formula("pow_base", lambda parts, log_base: _cpow(*log_base, *parts), _pow_base_grad)
+_POW_NUMBER = Formula("pow_number", lambda parts, e: _pow_number(*parts, complex(*e)), _pow_number_grad)
+_POW = Formula("pow", lambda parts, _: _cpow(*_clog(*parts[:2]), *parts[2:]), _pow_grad)
+_POW_BASE = Formula("pow_base", lambda parts, log_base: _cpow(*log_base, *parts), _pow_base_grad)
 
 
 def _ones(like, dtype):
@@ -621,14 +606,14 @@ def _ones(like, dtype):
 @register(aten.pow.Tensor_Tensor)
 @promoted("self", "exponent")
 def pow_tensor_tensor(self, exponent):
-    return apply("pow", _filled(self), _filled(exponent))
+    return apply(_POW, _filled(self), _filled(exponent))
 
 
 @register(aten.pow.Tensor_Scalar)
 @promoted("self", "exponent")
 def pow_tensor_scalar(self, exponent):
     er, ei = exponent
-    return apply("pow_number", _filled(self), constants=(er, 0.0 if ei is None else ei))
+    return apply(_POW_NUMBER, _filled(self), constants=(er, 0.0 if ei is None else ei))
 
 
 @register(aten.pow.Scalar)
@@ -641,4 +626,4 @@ def pow_scalar(self, exponent):
     b = complex(self)
     magnitude = abs(b)
     log_base = (math.log(magnitude) if magnitude != 0 else -math.inf, math.atan2(b.imag, b.real))
-    return complex_like(*apply("pow_base", C(*_xy(exponent, real_dtype(dtype))), constants=log_base), dtype)
+    return complex_like(*apply(_POW_BASE, C(*_xy(exponent, real_dtype(dtype))), constants=log_base), dtype)
