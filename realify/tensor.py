@@ -25,8 +25,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .rules import one_argument_functions
 from .rules._derivative import pointwise
 from .rules.spectra import OPTIONAL_VECTORS, hermitian_eigenvalues, no_vectors_asked, singular_values
-from .runtime.complex_tensor import (ComplexTensor, add_torch_function_hook, as_complex_tensor, unwrap_complex,
-                                     wrap_complex)
+from .runtime.complex_tensor import (
+    ComplexTensor,
+    add_torch_function_hook,
+    as_complex_tensor,
+    unwrap_complex,
+    wrap_complex,
+)
 
 __all__ = ["VALUES_ONLY", "ComplexTensor", "as_complex_tensor", "differentiable_parts", "unwrap_complex",
            "wrap_complex"]
@@ -57,6 +62,8 @@ def _by_formula(func, args: tuple, kwargs: dict, call) -> Any:
     if kwargs or len(args) != 1:
         return NotImplemented
     name = getattr(func, "__name__", None)
+    if not isinstance(name, str):
+        return NotImplemented
     function = one_argument_functions().get(name)
     if (function is None or not function.eager_by_formula
             or func not in (getattr(torch, name, None), getattr(torch.Tensor, name))):

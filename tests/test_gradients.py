@@ -233,8 +233,8 @@ GRADGRAD = ["exp", "log", "sqrt", "sin", "tanh", "asin", "atan", "acosh", "sigmo
 def test_second_derivatives_through_the_real_graph(name):
     # on the real and imaginary axes, where the first derivative used to be wrong, and off the
     # function's cuts (finite differences across a cut mean nothing: eager fails there too)
-    z = torch.tensor([1.5 + 0j, 0.7j, -0.3 + 0.2j, 2 + 0j] if name == "acosh" else [0.5 + 0j, 0.7j, -0.3 + 0.2j, 0.2 + 0j],
-                     dtype=torch.complex128)
+    points = [1.5 + 0j, 0.7j, -0.3 + 0.2j, 2 + 0j] if name == "acosh" else [0.5 + 0j, 0.7j, -0.3 + 0.2j, 0.2 + 0j]
+    z = torch.tensor(points, dtype=torch.complex128)
     fn = UNARY[name]
     gm = realify.decompose(fn, [z])
     leaf = z.clone().requires_grad_()

@@ -173,7 +173,8 @@ def test_expm1_compiled_by_inductor_keeps_full_precision(dtype):
     values for 0, -0, ±inf, nan and overflow. Inductor's own exp(x) - 1 has relative error 1
     (all digits lost) at x = 1e-30."""
     tiny = -44 if dtype == torch.float32 else -300
-    x = torch.cat([torch.logspace(tiny, 2.5, 4000, dtype=torch.float64), torch.linspace(-110, 110, 4001, dtype=torch.float64)])
+    x = torch.cat([torch.logspace(tiny, 2.5, 4000, dtype=torch.float64),
+                   torch.linspace(-110, 110, 4001, dtype=torch.float64)])
     x = torch.cat([x, -x, torch.tensor([0.0, -0.0, inf, -inf, nan, 1e4, -1e4], dtype=torch.float64)]).to(dtype)
     torch._dynamo.reset()
     actual = torch.compile(torch.expm1, backend="realify")(x)
@@ -224,7 +225,10 @@ def test_binary_special_values(name, dtype):
         expected = torch.where(eager_wrong, exact, expected)
     # complex64 pow: z^w with |Im w| = 100 amplifies the rounding of w log z (e^(100 arg z)),
     # which eager computes with glibc's float kernels: compare those few at 1e-4
-    loose = (b.imag.abs() == 100) if name == "pow" and dtype == torch.complex64 else torch.zeros_like(a.real, dtype=torch.bool)
+    if name == "pow" and dtype == torch.complex64:
+        loose = b.imag.abs() == 100
+    else:
+        loose = torch.zeros_like(a.real, dtype=torch.bool)
     for front_end in FRONT_ENDS.values():
         actual = front_end(fn, a, b)
         assert_same_values(actual, expected, dtype, where=~loose)
@@ -376,13 +380,13 @@ def test_predicates_and_comparisons(front_end):
     for fn in (torch.eq, torch.ne, torch.logical_and, torch.logical_or, torch.logical_xor):
         out = run(fn, z, w)
         assert out.dtype == torch.bool and torch.equal(out, fn(z, w))
-    for other in (1.0, 0.5 - 1e-8j, 0):
-        assert torch.equal(run(lambda t: torch.eq(t, other), z), torch.eq(z, other))
-        assert torch.equal(run(lambda t: torch.ne(t, other), z), torch.ne(z, other))
+    for other in (1.0, 0.5 - 1e-8j, 0):  # each program runs within its iteration
+        assert torch.equal(run(lambda t: torch.eq(t, other), z), torch.eq(z, other))  # noqa: B023
+        assert torch.equal(run(lambda t: torch.ne(t, other), z), torch.ne(z, other))  # noqa: B023
     real = z.real.clone()
     assert torch.equal(run(torch.eq, z, real), torch.eq(z, real))
-    for kwargs in ({}, dict(equal_nan=True), dict(rtol=0, atol=0)):
-        assert torch.equal(run(lambda a, b: torch.isclose(a, b, **kwargs), z, z * (1 + 1e-7)),
+    for kwargs in ({}, dict(equal_nan=True), dict(rtol=0, atol=0)):  # each program runs within its iteration
+        assert torch.equal(run(lambda a, b: torch.isclose(a, b, **kwargs), z, z * (1 + 1e-7)),  # noqa: B023
                            torch.isclose(z, z * (1 + 1e-7), **kwargs))
 
 

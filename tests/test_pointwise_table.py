@@ -11,10 +11,10 @@ with its own kernel and eager's derivative, checked against eager by the two sui
 from __future__ import annotations
 
 import pytest
-import torch
-
 import test_gradients as gradients
 import test_numerics as numerics
+import torch
+
 from realify import ComplexTensor
 from realify.rules import lookup, one_argument_functions, register
 from realify.rules._registry import _TABLE

@@ -9,7 +9,8 @@ zero-skipping shortcut is only used where the result is identical: see ``mul``).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any, Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch._ops import OpOverload
 
+from ..runtime.complex_tensor import ComplexTensor
 from ._algebra import cdiv, cmul
 from ._families import load_families
 from ._planar import parts
-from ..runtime.complex_tensor import ComplexTensor
 
 Tensor = torch.Tensor
 
@@ -49,16 +50,16 @@ class C(NamedTuple):
     re: Tensor
     im: Tensor
 
-    def conj(self) -> "C":
+    def conj(self) -> C:
         return C(self.re, -self.im)
 
-    def __add__(self, other) -> "C":
+    def __add__(self, other) -> C:
         o = _lift(other)
         return C(self.re + o.re, self.im + o.im)
 
     __radd__ = __add__
 
-    def __sub__(self, other) -> "C":
+    def __sub__(self, other) -> C:
         if isinstance(other, numbers.Number):
             # eager subtracts a number by adding (-1 + 0i) times it: z - 1 has imaginary part
             # y + 0, so +0 where y = -0 (this picks the side of a cut in acosh's formula)
@@ -66,23 +67,23 @@ class C(NamedTuple):
         o = _lift(other)
         return C(self.re - o.re, self.im - o.im)
 
-    def __rsub__(self, other) -> "C":
+    def __rsub__(self, other) -> C:
         return _lift(other) - self
 
-    def __neg__(self) -> "C":
+    def __neg__(self) -> C:
         return C(-self.re, -self.im)
 
-    def __mul__(self, other) -> "C":
+    def __mul__(self, other) -> C:
         o = _lift(other)
         return C(*cmul(self.re, self.im, o.re, o.im))
 
     __rmul__ = __mul__
 
-    def __truediv__(self, other) -> "C":
+    def __truediv__(self, other) -> C:
         o = _lift(other)
         return C(*cdiv(self.re, self.im, o.re, o.im))
 
-    def __rtruediv__(self, other) -> "C":
+    def __rtruediv__(self, other) -> C:
         return _lift(other) / self
 
 

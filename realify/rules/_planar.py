@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from ..runtime.dtypes import complex_dtype, real_dtype
 from ..runtime.complex_tensor import ComplexTensor, as_complex_tensor
+from ..runtime.dtypes import complex_dtype, real_dtype
 
 Part = Any  # a real tensor, a Python float, or None (an exact zero)
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from ..errors import MissingRuleError, RuleConflictError
 from ._derivative import OneArgument
-from ._families import PACKAGE as _PACKAGE, load_families
+from ._families import PACKAGE as _PACKAGE
+from ._families import load_families
 
 log = logging.getLogger("realify")
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import torch
 
-from . import register
-from ._planar import pairs_of, parts
 from ..errors import MissingRuleError
 from ..runtime.complex_tensor import ComplexTensor
+from . import register
+from ._planar import pairs_of, parts
 
 # reductions defined on complex values (eager's process groups refuse max, min and product)
 _LINEAR_REDUCTIONS = ("sum", "avg")
@@ -37,7 +37,7 @@ def _check_reduction(op, reduce_op: str) -> None:
 
 
 if torch.distributed.is_available():
-    import torch.distributed._functional_collectives  # noqa: F401 - registers the autograd variants
+    import torch.distributed._functional_collectives
 
     functional = torch.ops._c10d_functional
     with_autograd = getattr(torch.ops, "_c10d_functional_autograd", None)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
 from . import register
 from ._planar import complex_like, parts, promoted, result_dtype
-from ..runtime.dtypes import real_dtype
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

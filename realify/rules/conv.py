@@ -16,7 +16,8 @@ convolution.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -91,7 +92,7 @@ def _string_padding(padding: str, weight, stride, dilation) -> tuple[list, list 
     # output size = input size: total padding d (k - 1) per dim, the odd unit on the right
     total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
     left = [t // 2 for t in total]
-    extra = [t - 2 * l for t, l in zip(total, left)]
+    extra = [t - 2 * half for t, half in zip(total, left)]
     if not any(extra):
         return left, None
     pre_pad = []
@@ -116,5 +117,6 @@ def conv_nd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
 @register(aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input)
 def conv_transpose_nd(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     spatial = weight.dim() - 2
-    stride, padding, output_padding, dilation = (spatial_list(v, spatial) for v in (stride, padding, output_padding, dilation))
+    stride, padding, output_padding, dilation = (spatial_list(v, spatial)
+                                                 for v in (stride, padding, output_padding, dilation))
     return _complex_conv(input, weight, bias, _real_conv(stride, padding, dilation, True, output_padding, groups))

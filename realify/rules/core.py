@@ -6,13 +6,13 @@ import builtins
 
 import torch
 
-from . import register, register_each
-from ._registry import lookup
-from ._derivative import C
-from ._planar import complex_like, make_complex, pairs_of, parts, partwise
+from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import real_dtype
 from ..runtime.ops import fusion_barrier, stop_gradient, straight_through
-from ..runtime.complex_tensor import ComplexTensor
+from . import register, register_each
+from ._derivative import C
+from ._planar import complex_like, make_complex, pairs_of, parts, partwise
+from ._registry import lookup
 
 aten = torch.ops.aten
 

@@ -13,15 +13,16 @@ Random factories draw the (…, 2) real tensor eager PyTorch draws for a complex
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
+from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import complex_dtype, real_dtype
 from . import register, register_each
 from ._planar import combine_parts, parts, result_dtype
 from .shape import both_parts, functional_overloads, tensors_in
-from ..runtime.dtypes import complex_dtype, real_dtype
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -151,7 +152,7 @@ def _complex_random(draw: Callable[[list, torch.dtype, dict], torch.Tensor]) -> 
             shape, dtype, device = list(self_or_size), kwargs.get("dtype"), kwargs.get("device")
         if dtype is None or not dtype.is_complex:
             raise TypeError(f"{draw.__name__}: realify's rule is for complex results, got dtype {dtype}")
-        return _split_last(draw(shape + [2], real_dtype(dtype), device, *args, generator=kwargs.get("generator")))
+        return _split_last(draw([*shape, 2], real_dtype(dtype), device, *args, generator=kwargs.get("generator")))
 
     rule.__name__ = f"complex_{draw.__name__}"
     return rule

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from . import register
-from ._planar import pairs_of
 from ..runtime import ops
 from ..runtime.complex_tensor import ComplexTensor
+from . import register
+from ._planar import pairs_of
 
 aten = torch.ops.aten
 

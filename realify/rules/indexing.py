@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from ..runtime.complex_tensor import ComplexTensor
 from . import register, register_each
 from ._algebra import cmul
 from ._planar import parts
 from .reductions import on_nonzero
 from .shape import both_parts, functional_overloads, planar
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
@@ -26,8 +26,9 @@ register_each(functional_overloads(aten.index, aten._unsafe_index, aten.index_se
 
 # scatters of a source given at argument 2 or 3 (a tensor or a scalar fill value)
 register_each(functional_overloads(aten.index_put, aten._unsafe_index_put, aten.masked_scatter, aten.put), planar, 0, 2)
-register_each(functional_overloads(aten.index_copy, aten.index_fill, aten.scatter_add, aten._unsafe_masked_index,
-                                   aten._unsafe_masked_index_put_accumulate) + [aten.scatter.src, aten.scatter.value],
+register_each([*functional_overloads(aten.index_copy, aten.index_fill, aten.scatter_add, aten._unsafe_masked_index,
+                                    aten._unsafe_masked_index_put_accumulate),
+               aten.scatter.src, aten.scatter.value],
               planar, 0, 3)
 
 

@@ -15,15 +15,16 @@ are not registered: PyTorch lowers them to the ops below plus views and ``mul``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
+from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
 from . import register
 from ._algebra import cmul, complex_product, padd, pneg
 from ._planar import parts, promoted, result_dtype
-from ..runtime.dtypes import real_dtype
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 Part = Any

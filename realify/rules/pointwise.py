@@ -23,12 +23,12 @@ import numbers
 
 import torch
 
+from ..runtime.dtypes import real_dtype
 from . import register
 from ._algebra import cdiv, cmul
 from ._derivative import C, Formula, apply
 from ._planar import complex_like, parts, promoted, result_dtype
 from ._registry import lookup
-from ..runtime.dtypes import real_dtype
 
 aten = torch.ops.aten
 
@@ -37,7 +37,7 @@ aten = torch.ops.aten
 # while torch.isinf/isnan/signbit become a scalar loop over each vector's lanes (measured on
 # the docs chain, atan(cos(a*b)/sin(a+b)): the predicates were a large share of the kernel).
 def _isnan(x):
-    return x != x
+    return x != x  # noqa: PLR0124  (NaN is the value unequal to itself)
 
 
 def _isinf(x):
@@ -210,7 +210,7 @@ def _clog1p(x, y):
     ux = 1.0 + x
     dx = ux - 1.0
     one = (ux == 1) & (y == 0)
-    exact = (dx == x) & (y == y)
+    exact = (dx == x) & (y == y)  # noqa: PLR0124  (y == y: y is not NaN, vectorized as above)
     lr, li = _clog(ux, y)
     qr, qi = cdiv(x, y, torch.where(one, 1.0, dx), y)
     cr, ci = cmul(lr, li, qr, qi)

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import torch
 
-from . import register_each
 from ..errors import RealifyError
+from . import register_each
 from .shape import functional_overloads, planar
 
 aten = torch.ops.aten

@@ -12,17 +12,18 @@ data is real: ``var(z) = var(re) + var(im)`` (eager computes it that way too). N
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
+from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import real_dtype
+from ..runtime.ops import complex_prod
+from ..runtime.products import FOLD_LIMIT, times_one
 from . import register, register_each
 from ._algebra import cmul, psub
 from ._planar import parts, partwise, promoted
-from ..runtime.dtypes import real_dtype
-from ..runtime.complex_tensor import ComplexTensor
-from ..runtime.ops import complex_prod
-from ..runtime.products import FOLD_LIMIT, times_one
 
 aten = torch.ops.aten
 

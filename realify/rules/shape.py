@@ -13,16 +13,17 @@ Functionalized graphs (what :func:`realify.decompose` sees) use the ``*_copy`` a
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import REAL_TO_COMPLEX, real_dtype
 from . import register, register_each
 from ._planar import combine_parts, parts, result_dtype
-from ..runtime.dtypes import REAL_TO_COMPLEX, real_dtype
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 

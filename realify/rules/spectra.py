@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import MissingRuleError
+from ..runtime.complex_tensor import ComplexTensor
 from . import register
 from ._planar import parts
 from .linalg import embed_parts
-from ..errors import MissingRuleError
-from ..runtime.complex_tensor import ComplexTensor
 
 aten = torch.ops.aten
 
