@@ -312,7 +312,7 @@ class _RunCapturedOnSharedWrite:
 
     def __init__(self, captured: fx.GraphModule, count: int):
         self.captured = captured
-        self.input_names = _input_names(captured, count)  # dynamo drops its sources later
+        self.input_names = _caller_input_names(captured, count)  # dynamo drops its sources later
         self.warned = False
 
     def __call__(self, args: tuple, written: int, other: int) -> Any:
@@ -328,7 +328,7 @@ class _RunCapturedOnSharedWrite:
         return self.captured(*args)
 
 
-def _input_names(gm: fx.GraphModule, count: int) -> list[str]:
+def _caller_input_names(gm: fx.GraphModule, count: int) -> list[str]:
     """The caller's name of each graph input (dynamo's source, as ``L['a']``), for messages;
     graph attributes lifted to inputs follow (_lift_tensor_attributes)."""
     names = []

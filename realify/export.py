@@ -104,7 +104,7 @@ def export(
     wrapper = _RealProgram(real_gm, wiring, _RealState(complex_ep, truncate_double), _forward_signature(module))
     shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
     real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
-    check_real(real_ep)
+    check_real_program(real_ep)
     signature = Boundary(
         inputs=tuple(x.dtype if is_complex(x) else None for x in flat_args),
         outputs=_output_dtypes(complex_ep),
@@ -260,7 +260,7 @@ def _check_inputs_of_module(ep: ExportedProgram) -> None:
     ep.module = module  # type: ignore[method-assign]
 
 
-def check_real(ep: ExportedProgram) -> None:
+def check_real_program(ep: ExportedProgram) -> None:
     """Raise :class:`~realify.ComplexLeakError` naming each node, state entry or constant of
     ``ep`` that still holds a complex dtype."""
     leaks = []

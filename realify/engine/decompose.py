@@ -40,7 +40,7 @@ from ..runtime.boundary import (
     Boundary,
     Layout,
     boundary_example,
-    check_real,
+    check_real_graph,
     eager_layouts,
     input_aliases,
     input_layouts,
@@ -139,7 +139,7 @@ def decompose(
         # way out (the failing node's repr and "Use tlparse ..."): the message already names
         # the op and the user's line
         raise MissingRuleError(err.op, where=err.where, detail=err.detail, advice=err.advice) from None
-    check_real(planar, signature)
+    check_real_graph(planar, signature)
     placeholders = planar.graph.find_nodes(op="placeholder")
     complex_inputs = frozenset(n for n, c in zip(placeholders, signature.input_complex) if c)
     pipeline.real_graph(planar, complex_inputs, cpu_vector_bytes=cpu_vector_bytes, pair_products=pair_products,
@@ -210,7 +210,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
         # Not the default: it also swaps ops realify has rules for (upsampling) for
         # decompositions that are not defined on complex values.
         traced = trace(python_dispatcher=True)
-    mutated = pipeline.functional_graph(traced, _input_names(program))
+    mutated = pipeline.functional_graph(traced, _parameter_names(program))
     out_node = traced.graph.output_node()
     outs = list(out_node.args[0])
     num_user = len(outs) - len(mutated)
@@ -227,7 +227,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
     return traced, signature
 
 
-def _input_names(program: Callable) -> list[str]:
+def _parameter_names(program: Callable) -> list[str]:
     """The program's names for its inputs, as far as it tells them (for messages)."""
     if isinstance(program, fx.GraphModule):
         return [n.name for n in program.graph.find_nodes(op="placeholder")]

@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_leaves
 from ..errors import DECOMPOSE_ADVICE, MissingRuleError
 from ..passes.cleanup import keep_unread
 from ..rules import apply_rule
-from ..rules._planar import pairs_of
+from ..rules._operands import stacked_pairs
 from ..runtime.boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.ops import stop_gradient
@@ -230,7 +230,7 @@ def _as_parts(values: Sequence[Any]) -> list[Any]:
 
 
 def _as_pairs_tensor(x: Any) -> Any:
-    return pairs_of(x) if isinstance(x, ComplexTensor) else x
+    return stacked_pairs(x) if isinstance(x, ComplexTensor) else x
 
 
 def _from_pairs_tensor(x: Any, like: Any) -> Any:

@@ -29,7 +29,7 @@ conjugated by the Inductor kernel that lays it out (:func:`_conjugated_operand`)
 product of inner dimension 1 (the backward's outer product of a matrix-vector product) is no
 GEMM at all: it becomes the elementwise formula, broadcast, in Inductor
 (:func:`_lower_outer_product`), one pass over the output where BLAS's GEMM kernel is slower.
-Both measured on S4D's training step in docs/benchmarks.md, "After run 28".
+Both measured on S4D's training step (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ decompositions (composite ops), and finally :class:`MissingRuleError` naming the
 """
 
 from ..runtime.complex_tensor import answer_aten_ops_with
-from ._planar import complex_like, make_complex, parts, promoted, result_dtype
+from ._operands import complex_like, make_complex, parts, promoted, result_dtype
 from ._registry import Rule, apply_rule, describe_rule, lookup, one_argument_functions, register, register_each
 
 answer_aten_ops_with(apply_rule)

@@ -38,7 +38,7 @@ from torch._ops import OpOverload
 from ..runtime.complex_tensor import ComplexTensor
 from ._algebra import cdiv, cmul
 from ._families import load_families
-from ._planar import parts
+from ._operands import parts
 
 Tensor = torch.Tensor
 

@@ -11,7 +11,7 @@ import torch
 
 from . import register
 from ._algebra import cdiv, cmul, padd, pneg, psub
-from ._planar import complex_like, parts, promoted
+from ._operands import complex_like, parts, promoted
 
 aten = torch.ops.aten
 

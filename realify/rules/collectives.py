@@ -20,7 +20,7 @@ import torch
 from ..errors import MissingRuleError
 from ..runtime.complex_tensor import ComplexTensor
 from . import register
-from ._planar import pairs_of, parts
+from ._operands import parts, stacked_pairs
 
 # reductions defined on complex values (eager's process groups refuse max, min and product)
 _LINEAR_REDUCTIONS = ("sum", "avg")
@@ -52,14 +52,14 @@ if torch.distributed.is_available():
     def all_reduce(input, reduce_op, group_name):
         # sum_k (a_k + b_k i) = sum_k a_k + (sum_k b_k) i, on the pairs in one collective
         _check_reduction(functional.all_reduce.default, reduce_op)
-        return _from_pairs(functional.all_reduce.default(pairs_of(input), reduce_op, group_name))
+        return _from_pairs(functional.all_reduce.default(stacked_pairs(input), reduce_op, group_name))
 
     @register(functional.all_reduce_coalesced.default)
     def all_reduce_coalesced(inputs, reduce_op, group_name):
         _check_reduction(functional.all_reduce_coalesced.default, reduce_op)
         complex_ = [isinstance(x, ComplexTensor) for x in inputs]
         results = functional.all_reduce_coalesced.default(
-            [pairs_of(x) if c else x for x, c in zip(inputs, complex_)], reduce_op, group_name)
+            [stacked_pairs(x) if c else x for x, c in zip(inputs, complex_)], reduce_op, group_name)
         return [_from_pairs(r) if c else r for r, c in zip(results, complex_)]
 
     @register(*_variants("all_gather_into_tensor"))
@@ -67,22 +67,22 @@ if torch.distributed.is_available():
         # the ranks' values concatenated along dim 0: the pairs' dim 0 is the value's
         if input.dim() == 0:
             raise MissingRuleError(functional.all_gather_into_tensor.default, detail="a 0-dim complex input")
-        return _from_pairs(functional.all_gather_into_tensor.default(pairs_of(input), group_size, group_name))
+        return _from_pairs(functional.all_gather_into_tensor.default(stacked_pairs(input), group_size, group_name))
 
     @register(*_variants("reduce_scatter_tensor"))
     def reduce_scatter_tensor(input, reduce_op, group_size, group_name):
         _check_reduction(functional.reduce_scatter_tensor.default, reduce_op)
-        return _from_pairs(functional.reduce_scatter_tensor.default(pairs_of(input), reduce_op, group_size,
+        return _from_pairs(functional.reduce_scatter_tensor.default(stacked_pairs(input), reduce_op, group_size,
                                                                     group_name))
 
     @register(*_variants("all_to_all_single"))
     def all_to_all_single(input, output_split_sizes, input_split_sizes, group_name):
-        return _from_pairs(functional.all_to_all_single.default(pairs_of(input), output_split_sizes,
+        return _from_pairs(functional.all_to_all_single.default(stacked_pairs(input), output_split_sizes,
                                                                 input_split_sizes, group_name))
 
     @register(functional.broadcast.default)
     def broadcast(input, src, group_name):
-        return _from_pairs(functional.broadcast.default(pairs_of(input), src, group_name))
+        return _from_pairs(functional.broadcast.default(stacked_pairs(input), src, group_name))
 
     @register(functional.wait_tensor.default)
     def wait_tensor(tensor):

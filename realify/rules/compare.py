@@ -13,7 +13,7 @@ import torch
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import real_dtype
 from . import register
-from ._planar import complex_like, parts, promoted, result_dtype
+from ._operands import complex_like, parts, promoted, result_dtype
 
 aten = torch.ops.aten
 

@@ -23,7 +23,7 @@ import torch
 
 from . import register
 from ._algebra import complex_product, padd
-from ._planar import promoted
+from ._operands import promoted
 
 aten = torch.ops.aten
 Part = Any

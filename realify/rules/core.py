@@ -11,7 +11,7 @@ from ..runtime.dtypes import real_dtype
 from ..runtime.ops import fusion_barrier, stop_gradient, straight_through
 from . import register, register_each
 from ._derivative import C
-from ._planar import complex_like, make_complex, pairs_of, parts, partwise
+from ._operands import complex_like, make_complex, parts, partwise, stacked_pairs
 from ._registry import lookup
 
 aten = torch.ops.aten
@@ -132,7 +132,7 @@ def complex(real, imag):
 @register(aten.view_as_real.default, aten.view_as_real_copy.default)
 def view_as_real(self):
     # (..., ) complex -> (..., 2) real, interleaved (the pairs themselves where known)
-    return pairs_of(self)
+    return stacked_pairs(self)
 
 
 @register(aten.view_as_complex.default, aten.view_as_complex_copy.default)

@@ -21,7 +21,7 @@ import torch
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import complex_dtype, real_dtype
 from . import register, register_each
-from ._planar import combine_parts, parts, result_dtype
+from ._operands import combine_parts, parts, result_dtype
 from .shape import both_parts, functional_overloads, tensors_in
 
 aten = torch.ops.aten

@@ -2,9 +2,9 @@
 
 fft/ifft/fftn/hfft/... become ``_fft_c2c`` / ``_fft_r2c`` / ``_fft_c2r`` plus shape ops,
 conjugation and scaling (which have their own rules), so these three rules cover the family.
-Each one runs a custom op of :mod:`realify.runtime.ops` (complex inputs as (re, im) pairs, outputs
-planar): the real graph keeps one opaque FFT node per transform, differentiable through the
-ops' own real adjoints.
+Each one runs a custom op of :mod:`realify.runtime.ops` (complex inputs as (re, im) pairs,
+outputs as separate real and imaginary parts): the real graph keeps one opaque FFT node per
+transform, differentiable through the ops' own real adjoints.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from ..runtime import ops
 from ..runtime.complex_tensor import ComplexTensor
 from . import register
-from ._planar import pairs_of
+from ._operands import stacked_pairs
 
 aten = torch.ops.aten
 
@@ -22,7 +22,7 @@ aten = torch.ops.aten
 @register(aten._fft_c2c.default)
 def fft_c2c(self, dim, normalization, forward):
     # X[k] = scale * sum_n x[n] exp(-+2 pi i k n / N), on (re, im) pairs by realify::fft_c2c
-    return ComplexTensor(*ops.fft_c2c(pairs_of(self), list(dim), normalization, forward))
+    return ComplexTensor(*ops.fft_c2c(stacked_pairs(self), list(dim), normalization, forward))
 
 
 @register(aten._fft_r2c.default)
@@ -34,4 +34,4 @@ def fft_r2c(self, dim, normalization, onesided):
 @register(aten._fft_c2r.default)
 def fft_c2r(self, dim, normalization, last_dim_size):
     # Hermitian-symmetric X (onesided) -> real x[n] = scale * sum_k X[k] exp(2 pi i k n / N)
-    return ops.fft_c2r(pairs_of(self), list(dim), normalization, last_dim_size)
+    return ops.fft_c2r(stacked_pairs(self), list(dim), normalization, last_dim_size)

@@ -2,7 +2,7 @@
 
 Gathers move elements: op(a + bi) = op(a) + op(b) i. Scatters write or accumulate a complex
 source into a complex base; writes and sums act on each part separately
-(sum (a_k + b_k i) = sum a_k + (sum b_k) i), so :func:`planar` splits base and source.
+(sum (a_k + b_k i) = sum a_k + (sum b_k) i), so :func:`~realify.rules.shape.partwise_at` splits base and source.
 A real source has an exactly-zero imaginary part. Products of complex numbers do not split
 into parts: ``scatter(reduce="multiply")`` and ``scatter_reduce("prod")`` get their own rule.
 """
@@ -14,22 +14,23 @@ import torch
 from ..runtime.complex_tensor import ComplexTensor
 from . import register, register_each
 from ._algebra import cmul
-from ._planar import parts
+from ._operands import parts
 from .reductions import on_nonzero
-from .shape import both_parts, functional_overloads, planar
+from .shape import both_parts, functional_overloads, partwise_at
 
 aten = torch.ops.aten
 
 # gathers: the index arguments are real
 register_each(functional_overloads(aten.index, aten._unsafe_index, aten.index_select, aten.gather, aten.take,
-                                   aten.masked_select, aten.masked_scatter_backward), planar)
+                                   aten.masked_select, aten.masked_scatter_backward), partwise_at)
 
 # scatters of a source given at argument 2 or 3 (a tensor or a scalar fill value)
-register_each(functional_overloads(aten.index_put, aten._unsafe_index_put, aten.masked_scatter, aten.put), planar, 0, 2)
+register_each(functional_overloads(aten.index_put, aten._unsafe_index_put, aten.masked_scatter, aten.put),
+              partwise_at, 0, 2)
 register_each([*functional_overloads(aten.index_copy, aten.index_fill, aten.scatter_add, aten._unsafe_masked_index,
                                     aten._unsafe_masked_index_put_accumulate),
                aten.scatter.src, aten.scatter.value],
-              planar, 0, 3)
+              partwise_at, 0, 3)
 
 
 @register(aten.index_add.default)
@@ -39,7 +40,7 @@ def index_add(self, dim, index, source, *, alpha=1):
         sr, si = parts(source)
         ar, ai = parts(alpha)
         source = _assemble(*cmul(sr, si, ar, ai), like=sr)
-    return planar(aten.index_add.default, 0, 3)(self, dim, index, source)
+    return partwise_at(aten.index_add.default, 0, 3)(self, dim, index, source)
 
 
 def _assemble(re, im, like):
@@ -57,7 +58,7 @@ def scatter_reduce_legacy(self, dim, index, src, *, reduce):
     if reduce in _PRODUCT_REDUCTIONS:
         return _scatter_product(self, dim, index, src, include_self=True)
     op = aten.scatter.reduce if isinstance(src, torch.Tensor) else aten.scatter.value_reduce
-    return planar(op, 0, 3)(self, dim, index, src, reduce=reduce)
+    return partwise_at(op, 0, 3)(self, dim, index, src, reduce=reduce)
 
 
 @register(aten.scatter_reduce.two)
@@ -68,7 +69,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if reduce not in ("sum", "mean"):
         raise RuntimeError(f"scatter_reduce(reduce={reduce!r}) is not defined for complex tensors "
                            "(complex numbers have no order); use 'sum', 'mean' or 'prod'")
-    return planar(aten.scatter_reduce.two, 0, 3)(self, dim, index, src, reduce, include_self=include_self)
+    return partwise_at(aten.scatter_reduce.two, 0, 3)(self, dim, index, src, reduce, include_self=include_self)
 
 
 def _scatter_product(self, dim, index, src, *, include_self):

@@ -24,7 +24,7 @@ from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import real_dtype
 from . import register
 from ._algebra import cmul, complex_product, padd, pneg
-from ._planar import parts, promoted, result_dtype
+from ._operands import parts, promoted, result_dtype
 
 aten = torch.ops.aten
 Part = Any

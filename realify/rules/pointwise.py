@@ -27,7 +27,7 @@ from ..runtime.dtypes import real_dtype
 from . import register
 from ._algebra import cdiv, cmul
 from ._derivative import C, Formula, apply
-from ._planar import complex_like, parts, promoted, result_dtype
+from ._operands import complex_like, parts, promoted, result_dtype
 from ._registry import lookup
 
 aten = torch.ops.aten

@@ -6,7 +6,7 @@ Average pooling and every interpolation mode (nearest, nearest-exact, linear, bi
 bicubic, trilinear, antialiased, area) compute each output element as a fixed linear
 combination of input elements with *real* weights, so they act on the real and the imaginary
 part independently:  pool(a + bi) = pool(a) + pool(b) i.  One real kernel per part, through
-the shared :func:`realify.rules.shape.planar` helper. F.pad's modes, pixel
+the shared :func:`realify.rules.shape.partwise_at` helper. F.pad's modes, pixel
 (un)shuffle and im2col/col2im live in shape.py; F.normalize and rms_norm, which eager does
 define for complex, are composites of reductions and arithmetic with rules of their own.
 
@@ -38,7 +38,7 @@ import torch
 
 from ..errors import RealifyError
 from . import register_each
-from .shape import functional_overloads, planar
+from .shape import functional_overloads, partwise_at
 
 aten = torch.ops.aten
 
@@ -58,7 +58,7 @@ _LINEAR_PACKETS = (
     aten._upsample_bilinear2d_aa, aten._upsample_bicubic2d_aa,
 )
 
-register_each(functional_overloads(*_LINEAR_PACKETS), planar, 0)
+register_each(functional_overloads(*_LINEAR_PACKETS), partwise_at, 0)
 
 
 # ---- max pooling and batch/group normalization: undefined for complex --------------------------

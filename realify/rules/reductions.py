@@ -23,7 +23,7 @@ from ..runtime.ops import complex_prod
 from ..runtime.products import FOLD_LIMIT, times_one
 from . import register, register_each
 from ._algebra import cmul, psub
-from ._planar import parts, partwise, promoted
+from ._operands import filled_parts, parts, partwise, promoted
 
 aten = torch.ops.aten
 
@@ -39,11 +39,6 @@ def _cast(self: Any, dtype: torch.dtype | None) -> Any:
     if not dtype.is_complex:
         return re
     return ComplexTensor(re, torch.zeros_like(re) if im is None else im)
-
-
-def _planar(self: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    re, im = parts(self)
-    return re, torch.zeros_like(re) if im is None else im
 
 
 def _abs(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
@@ -160,13 +155,13 @@ def cumprod(self, dim, *, dtype=None):
 
 def _variance(self, dim, correction, keepdim) -> torch.Tensor:
     # var(z) = sum |z - mean z|^2 / (N - correction) = var(re) + var(im)
-    re, im = _planar(self)
+    re, im = filled_parts(self)
     return (torch.var(re, dim, correction=correction, keepdim=keepdim)
             + torch.var(im, dim, correction=correction, keepdim=keepdim))
 
 
 def _mean(self, dim, keepdim) -> ComplexTensor:
-    re, im = _planar(self)
+    re, im = filled_parts(self)
     return ComplexTensor(torch.mean(re, dim, keepdim=keepdim), torch.mean(im, dim, keepdim=keepdim))
 
 
@@ -258,7 +253,7 @@ def logsumexp(self, dim, keepdim=False):
     # log sum exp(z) = m + log sum exp(z - m) with m = max re z (0 where it is infinite),
     # exp(x + yi) = e^x cos y + (e^x sin y) i,
     # log(s) = log|s| + arg(s) i
-    re, im = _planar(self)
+    re, im = filled_parts(self)
     dims = _dims(dim, re.dim())
     if re.numel() == 0:
         shift = torch.zeros_like(re.sum(dims, keepdim=True))

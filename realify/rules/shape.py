@@ -2,7 +2,7 @@
 
 Every op here moves elements without combining them (or combines them linearly, like
 ``constant_pad_nd`` or ``index_add``), so the rule is the same op on the real and on the
-imaginary part:  op(a + bi) = op(a) + op(b) i.  :func:`planar` builds such a rule for ops
+imaginary part:  op(a + bi) = op(a) + op(b) i.  :func:`partwise_at` builds such a rule for ops
 that take several complex-capable operands (a base and a source, a list of tensors, a fill
 value); the real operands among them get an exactly-zero imaginary part.
 
@@ -23,7 +23,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import REAL_TO_COMPLEX, real_dtype
 from . import register, register_each
-from ._planar import combine_parts, parts, result_dtype
+from ._operands import combine_parts, parts, result_dtype
 
 aten = torch.ops.aten
 
@@ -69,7 +69,7 @@ def tensors_in(x: Any) -> list[torch.Tensor]:
     return [x] if isinstance(x, torch.Tensor) else []
 
 
-def planar(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
+def partwise_at(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
     """Rule running ``op`` once on the real and once on the imaginary parts of ``slots``.
 
     ``slots`` are the positions (or keyword names) of the complex-capable arguments: tensors,
@@ -137,18 +137,18 @@ _LAYOUT_PACKETS = (
 _VIEW_DTYPE = (aten.view.dtype, aten.view_copy.dtype)
 
 
-register_each([op for op in functional_overloads(*_LAYOUT_PACKETS) if op not in _VIEW_DTYPE], planar)
+register_each([op for op in functional_overloads(*_LAYOUT_PACKETS) if op not in _VIEW_DTYPE], partwise_at)
 
 # constant padding: the pad value's parts pad each part
-register_each(functional_overloads(aten.constant_pad_nd), planar, 0, 2)
-register_each(functional_overloads(aten.pad), planar, 0, 3)
+register_each(functional_overloads(aten.constant_pad_nd), partwise_at, 0, 2)
+register_each(functional_overloads(aten.pad), partwise_at, 0, 3)
 
 # lists of tensors: real and complex operands mix, the result dtype is promoted
 register_each(functional_overloads(aten.cat, aten.stack, aten._chunk_cat, aten.block_diag, aten.hstack,
-                                   aten.vstack, aten.dstack, aten.column_stack), planar, 0, promote=True)
+                                   aten.vstack, aten.dstack, aten.column_stack), partwise_at, 0, promote=True)
 
 # view-inverse scatters: base and source (a real source has a zero imaginary part)
-register_each(functional_overloads(aten.slice_scatter, aten.select_scatter, aten.diagonal_scatter), planar, 0, 1)
+register_each(functional_overloads(aten.slice_scatter, aten.select_scatter, aten.diagonal_scatter), partwise_at, 0, 1)
 
 
 @register(*_VIEW_DTYPE)

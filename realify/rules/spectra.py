@@ -34,7 +34,7 @@ import torch
 from ..errors import MissingRuleError
 from ..runtime.complex_tensor import ComplexTensor
 from . import register
-from ._planar import parts
+from ._operands import parts
 from .linalg import embed_parts
 
 aten = torch.ops.aten

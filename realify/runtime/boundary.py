@@ -10,7 +10,7 @@ storage order, a free view of a complex tensor via ``torch.view_as_real``).
 (decompose records it, export records it for the exported program's call); :func:`enter`
 and :func:`leave` convert inside the traced graph; :class:`RealCall` converts a caller's
 tensors at run time (the compile backend's runtime and ``realify.ComplexCallAdapter`` are
-both one); :func:`check_real` checks that complex values appear only at the edges.
+both one); :func:`check_real_graph` checks that complex values appear only at the edges.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def resolve_lazy_bits(gm: fx.GraphModule, signature: Boundary) -> None:
     gm.recompile()
 
 
-def check_real(gm: fx.GraphModule, signature: Boundary) -> None:
+def check_real_graph(gm: fx.GraphModule, signature: Boundary) -> None:
     """Raise if a complex value remains anywhere but at a 'complex' boundary."""
     leaks = []
     for node in gm.graph.nodes:

@@ -38,11 +38,17 @@ def parts(x: Any, dtype: torch.dtype | None = None) -> tuple[Part, Part]:
     return re, im
 
 
-def pairs_of(x: Any) -> torch.Tensor:
+def filled_parts(x: Any, dtype: torch.dtype | None = None) -> tuple[Part, Part]:
+    """:func:`parts`, a real operand's missing imaginary part made an explicit zero tensor (for
+    ops that need both parts as tensors)."""
+    re, im = parts(x, dtype)
+    return re, torch.zeros_like(re) if im is None else im
+
+
+def stacked_pairs(x: Any) -> torch.Tensor:
     """x as one real ``(..., 2)`` tensor of (re, im) pairs: one stack of its parts (where they
     are the parts of such a tensor already, realify/passes/layout.py takes that tensor instead)."""
-    re, im = parts(as_complex_tensor(x))
-    return torch.stack([re, torch.zeros_like(re) if im is None else im], dim=-1)
+    return torch.stack(filled_parts(as_complex_tensor(x)), dim=-1)
 
 
 def _cast(p: Part, dtype: torch.dtype) -> Part:
