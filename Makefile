@@ -1,5 +1,6 @@
 # make demo : create .venv if missing, install realify, run the built-in workloads
 # make test : same bootstrap, then the test suite
+# make docs : same bootstrap, then the gallery's scripts and the documentation site (site/)
 #
 # The default torch is the newest release realify supports (what `pip install realify` gets);
 # every other supported release has a venv of its own and a compatibility run:
@@ -29,12 +30,13 @@ COMPAT_ENV := REALIFY_COMPAT_RUN=1 REALIFY_FUZZ_EXAMPLES=50 REALIFY_FUZZ_INDUCTO
 DURATIONS := --durations=15
 OUT ?= out
 
-.PHONY: install demo test test-all test-compat lint compat-table bench coverage clean
+.PHONY: install demo test test-all test-compat lint docs compat-table bench coverage clean
 
 # the default release's venv also gets the third-party models the benchmarks and their tests
-# run (the "models" extra); the compatibility runs do not use them
+# run (the "models" extra) and the documentation toolchain (the "docs" extra); the
+# compatibility runs use neither
 comma := ,
-EXTRAS := $(if $(filter $(DEFAULT_TORCH),$(TORCH)),test$(comma)bench$(comma)models$(comma)lint,test$(comma)bench)
+EXTRAS := $(if $(filter $(DEFAULT_TORCH),$(TORCH)),test$(comma)bench$(comma)models$(comma)lint$(comma)docs,test$(comma)bench)
 
 $(VENV)/.installed-torch-$(TORCH): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -57,6 +59,14 @@ lint: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m ruff check realify tests
 	$(PY) -m mypy
 
+# the gallery's scripts run first and make its pages (docs/_tools/gallery.py); then a strict
+# build: a broken link or anchor, a page outside the navigation or an API entry naming a
+# missing object fails. NO_MKDOCS_2_WARNING: the theme's notice about its own future, not
+# about these docs.
+docs: $(VENV)/.installed-torch-$(TORCH)
+	$(PY) docs/_tools/gallery.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
 test-all: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m pytest -q -n 2 -m "not fuzz_long" tests
 
@@ -74,7 +84,7 @@ coverage: $(VENV)/.installed-torch-$(TORCH)
 	$(PY) -m realify coverage --readme README.md
 
 clean:
-	rm -rf .venv .venv-torch-* build *.egg-info
+	rm -rf .venv .venv-torch-* build *.egg-info site docs/gallery
 
 print-other-torch:
 	@echo $(filter-out $(DEFAULT_TORCH) $(CI_PENDING_TORCH),$(SUPPORTED_TORCH))

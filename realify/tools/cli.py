@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -64,12 +65,33 @@ def _version() -> str:
     return f"realify {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
 
 
+# Inductor's C++ code generator imports torch.utils.cpp_extension the first time it picks the
+# CPU's vector ISA (torch/_inductor/cpu_vec_isa.py -> cpp_builder), and that import warns
+# "No CUDA runtime is found, using CUDA_HOME=..." on a machine that has a CUDA toolkit (nvcc on
+# PATH) but no GPU. The CPU kernels the demo and bench compile never use CUDA_HOME, so the
+# notice says nothing about their run; this filter drops that one message and no other.
+_CUDA_HOME_NOTICE = "No CUDA runtime is found, using CUDA_HOME='%s'"
+
+
+class _WithoutCudaHomeNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _CUDA_HOME_NOTICE
+
+
+def _quiet_cuda_home_notice() -> None:
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    if not any(isinstance(f, _WithoutCudaHomeNotice) for f in logger.filters):
+        logger.addFilter(_WithoutCudaHomeNotice())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["coverage"]:
         # realify.tools.coverage parses its own options (a REMAINDER argument would refuse a leading one)
         return coverage(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command in ("bench", "demo") and args.device == "cpu":
+        _quiet_cuda_home_notice()
     if args.command == "bench":
         return bench(args)
     if args.command == "demo":
