@@ -54,9 +54,10 @@ demo: $(VENV)/.installed-torch-$(TORCH)
 test: $(VENV)/.installed-torch-$(TORCH)
 	REALIFY_FRONT_END_REPORT=$(REPORT) $(PY) -m pytest -q -n 2 $(DURATIONS) tests
 
-# ruff (pyproject's [tool.ruff]) on the package and the tests; mypy on the public front ends
+# ruff (pyproject's [tool.ruff]) on the package, the tests, the gallery and the docs tools; mypy on
+# the public front ends
 lint: $(VENV)/.installed-torch-$(TORCH)
-	$(PY) -m ruff check realify tests
+	$(PY) -m ruff check realify tests examples docs/_tools
 	$(PY) -m mypy
 
 # the gallery's scripts run first and make its pages (docs/_tools/gallery.py); then a strict
