@@ -11,7 +11,7 @@ way. Where the spectrum is known to be zero from column ``m`` on in that last di
 with each step normalized by aten's same code (the scales multiply: ``1/(N1 N2) =
 1/N1 * 1/N2``, and likewise the square roots). neuraloperator's spectral convolution writes
 its ``m`` kept modes into a zero spectrum and inverts it, 9 of 33 columns in its default
-model (docs/benchmarks.md, runs 25 and 26, and "Measurements behind design choices").
+model (docs/benchmarks.md, "Measurements behind design choices").
 
 **Forward transforms read in a band.** The same model reads only the first ``m`` columns of
 its forward ``rfft2``: the last dimension's transform then needs only those bins, and the
