@@ -43,7 +43,7 @@ def _instrument() -> None:
     from realify.tensor import ComplexTensor
 
     # the package's attributes export/decompose are the functions; the modules are in sys.modules
-    backend, export, decompose = (sys.modules[f"realify.{m}"] for m in ("backend", "export", "decompose"))
+    backend, export, decompose = (sys.modules[f"realify.{m}"] for m in ("backend", "export", "engine.decompose"))
     onnx = importlib.import_module("realify.onnx")
     backend.realify_backend = realify.realify_backend = _counting("compile", backend.realify_backend, tracing=True)
     decompose.decompose = realify.decompose = _counting("compile", decompose.decompose, tracing=True)
