@@ -56,10 +56,7 @@ FACTORIZATIONS = Category(
     "with islands allowed the compile backend runs it as an eager island",
     _ALL,
     {
-        "cholesky": "aten.cholesky.default",
         "geqrf": "aten.geqrf.default",
-        "linalg.cholesky": "aten.linalg_cholesky_ex.default",
-        "linalg.cholesky_ex": "aten.linalg_cholesky_ex.default",
         "linalg.det": "aten._linalg_det.default",
         "linalg.eig": "aten.linalg_eig.default",
         "linalg.eigh": "aten._linalg_eigh.default",

@@ -1,4 +1,5 @@
-"""Products: mm, bmm, mv, dot, vdot, outer products, the add* (GEMM with alpha/beta) family, cross.
+"""Products: mm, bmm, mv, dot, vdot, outer products, the add* (GEMM with alpha/beta) family, cross;
+solves, inverses, the matrix exponential and the Cholesky factorization through real embeddings.
 
 Every complex product here is a *bilinear* real product ``⋆`` (mm, bmm, mv, dot, outer, cross,
 ...) applied to planar parts, through one helper, :func:`complex_product`, in the textbook
@@ -128,6 +129,30 @@ def embed_parts(ar, ai):
     return torch.cat([top, bottom], dim=-2)
 
 
+def hermitian_parts(ar, ai, upper: bool):
+    """The parts of the Hermitian matrix that LAPACK's Hermitian routines (potrf, heevd) see
+    in ``ar + i ai`` (``ai`` None for a real matrix): one triangle and the real part of the
+    diagonal, H = T + T^H + diag(Re diag A), T the strict lower (``upper``: upper) triangle.
+    The other triangle and the diagonal's imaginary part never reach H, even as NaN (triu/tril
+    select, they do not multiply)."""
+    def strict(x):
+        return x.triu(1) if upper else x.tril(-1)
+
+    hr = strict(ar) + strict(ar).mT + torch.diag_embed(ar.diagonal(dim1=-2, dim2=-1))
+    hi = torch.zeros_like(hr) if ai is None else strict(ai) - strict(ai).mT
+    return hr, hi
+
+
+def interleaved_embedding(ar, ai):
+    """E(A) with each entry a + bi as the 2 x 2 block [[a, -b], [b, a]] at rows and columns
+    2i, 2i+1 (``real_embedding`` keeps the parts in blocks of n instead). The same map up to a
+    permutation of rows and columns, so still a ring homomorphism with E(A^H) = E(A)^T, and it
+    keeps triangles triangular: E(L) is lower triangular where L is."""
+    # (..., n, m, 2) rows [a, -b] and [b, a], stacked to (..., n, 2, m, 2) = (2n, 2m) interleaved
+    blocks = torch.stack([torch.stack([ar, -ai], dim=-1), torch.stack([ai, ar], dim=-1)], dim=-3)
+    return blocks.flatten(-4, -3).flatten(-2, -1)
+
+
 def _stack_rhs(b):
     br, bi = parts(b)
     bi = torch.zeros_like(br) if bi is None else bi
@@ -213,3 +238,54 @@ def cholesky_inverse(L, upper=False):
     # inv(L L^H) (or inv(U^H U))
     A = L.mH @ L if upper else L @ L.mH
     return linalg_inv_ex(A)[0]
+
+
+# ---- Cholesky through the interleaved embedding --------------------------------------------
+# If H = L L^H (L lower triangular, positive real diagonal), then E(L) is real lower triangular
+# with positive diagonal (blocks diag(l_ii, l_ii)) and E(L) E(L)^T = E(L L^H) = E(H): by the
+# uniqueness of the Cholesky factor, the real Cholesky of the 2n x 2n E(H) is E(L), and L's
+# parts are its blocks' first column, Re L = R[0::2, 0::2], Im L = R[1::2, 0::2]. upper=True
+# factors H = U^H U with U = L^H: the real upper factor of E(H) is E(L)^T = E(U), read the same
+# way. Backward-stable real Cholesky on E(H) (||E(H)||_2 = ||H||_2) gives a factor with
+# ||R R^T - E(H)|| <= c n u ||H||, the bound of eager's zpotrf/cpotrf on H (docs/numerics.md).
+#
+# info: E(H)'s leading minors of even order 2k are E(H_k) (H_k: H's of order k), positive
+# definite exactly when H_k is (each eigenvalue of H_k twice). Where H_1 .. H_{k-1} are positive
+# definite and H_k is not, the real minors of order <= 2k-2 are (the odd ones are principal
+# submatrices of positive definite E(H_j)), and the one of order 2k-1 or 2k is not (interlacing:
+# the order-(2k-1) minor's smallest eigenvalue is at most E(H_k)'s second smallest, which is
+# H_k's smallest). So the real info m maps to eager's k = ceil(m / 2), 0 staying 0.
+
+
+def cholesky_factor(A, upper: bool):
+    """(L or U as a ComplexTensor, eager's info) of the Hermitian matrix A's ``upper`` or lower
+    triangle denotes."""
+    hr, hi = hermitian_parts(*parts(A), upper)
+    R, info = torch.linalg.cholesky_ex(interleaved_embedding(hr, hi), upper=upper)
+    # the diagonal blocks' off-diagonal entry (Im of the diagonal) is a sum of products that
+    # cancel exactly in exact arithmetic only: eager's diagonal is exactly real
+    strict = (lambda x: x.triu(1)) if upper else (lambda x: x.tril(-1))
+    # contiguous, as eager's factor (and as the ComplexTensor's strides say, which views follow)
+    factor = ComplexTensor(R[..., 0::2, 0::2].contiguous(), strict(R[..., 1::2, 0::2]))
+    return factor, torch.div(info + 1, 2, rounding_mode="floor")
+
+
+@register(aten.linalg_cholesky_ex.default)
+def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
+    # A = L L^H (upper: U^H U) of the Hermitian matrix in A's lower (upper) triangle;
+    # linalg.cholesky calls this with check_errors=False and checks the info itself
+    factor, info = cholesky_factor(A, upper)
+    if check_errors:
+        # eager's own check, on eager's info: its LinAlgError and message, where the program runs
+        torch._linalg_check_errors(info, "linalg.cholesky_ex", is_matrix=A.dim() == 2)
+    return factor, info
+
+
+if hasattr(aten, "cholesky"):  # the deprecated torch.cholesky, an op of its own before torch 2.15
+
+    @register(aten.cholesky.default)
+    def cholesky(A, upper=False):
+        # the same factor as linalg.cholesky, checked as eager checks it
+        factor, info = cholesky_factor(A, upper)
+        torch._linalg_check_errors(info, "cholesky", is_matrix=A.dim() == 2)
+        return factor

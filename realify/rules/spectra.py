@@ -35,7 +35,7 @@ from ..errors import MissingRuleError
 from ..runtime.complex_tensor import ComplexTensor
 from . import register
 from ._operands import parts
-from .linalg import embed_parts
+from .linalg import embed_parts, hermitian_parts
 
 aten = torch.ops.aten
 
@@ -80,12 +80,8 @@ def _vectors(op, asked: bool, count: int, like: torch.Tensor, what: str, instead
 def hermitian_eigenvalues(ar, ai, UPLO="L") -> torch.Tensor:
     """Eigenvalues, ascending, of the Hermitian matrix whose ``UPLO`` triangle is that of
     ``ar + i ai`` (``ai`` None for a real one): pair means of eigvalsh(E(H))."""
-    # eigh reads one triangle and the real part of the diagonal:
-    # H = T + T^H + diag(Re diag A), T the strict lower (upper) triangle
-    strict = (lambda x: x.triu(1)) if UPLO.upper() == "U" else (lambda x: x.tril(-1))
-    hr = strict(ar) + strict(ar).mT + torch.diag_embed(ar.diagonal(dim1=-2, dim2=-1))
-    hi = torch.zeros_like(hr) if ai is None else strict(ai) - strict(ai).mT
-    return _pair_means(torch.linalg.eigvalsh(embed_parts(hr, hi)))
+    # eigh reads one triangle and the real part of the diagonal
+    return _pair_means(torch.linalg.eigvalsh(embed_parts(*hermitian_parts(ar, ai, UPLO.upper() == "U"))))
 
 
 def singular_values(ar, ai) -> torch.Tensor:
