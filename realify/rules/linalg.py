@@ -135,12 +135,14 @@ def hermitian_parts(ar, ai, upper: bool):
     diagonal, H = T + T^H + diag(Re diag A), T the strict lower (``upper``: upper) triangle.
     The other triangle and the diagonal's imaginary part never reach H, even as NaN (triu/tril
     select, they do not multiply)."""
-    def strict(x):
-        return x.triu(1) if upper else x.tril(-1)
-
-    hr = strict(ar) + strict(ar).mT + torch.diag_embed(ar.diagonal(dim1=-2, dim2=-1))
-    hi = torch.zeros_like(hr) if ai is None else strict(ai) - strict(ai).mT
+    hr = _strict_triangle(ar, upper) + _strict_triangle(ar, upper).mT + torch.diag_embed(ar.diagonal(dim1=-2, dim2=-1))
+    hi = torch.zeros_like(hr) if ai is None else _strict_triangle(ai, upper) - _strict_triangle(ai, upper).mT
     return hr, hi
+
+
+def _strict_triangle(x: torch.Tensor, upper: bool) -> torch.Tensor:
+    """The strict upper (``upper``) or lower triangle of x, the rest zero."""
+    return x.triu(1) if upper else x.tril(-1)
 
 
 def interleaved_embedding(ar, ai):
@@ -264,9 +266,8 @@ def cholesky_factor(A, upper: bool):
     R, info = torch.linalg.cholesky_ex(interleaved_embedding(hr, hi), upper=upper)
     # the diagonal blocks' off-diagonal entry (Im of the diagonal) is a sum of products that
     # cancel exactly in exact arithmetic only: eager's diagonal is exactly real
-    strict = (lambda x: x.triu(1)) if upper else (lambda x: x.tril(-1))
     # contiguous, as eager's factor (and as the ComplexTensor's strides say, which views follow)
-    factor = ComplexTensor(R[..., 0::2, 0::2].contiguous(), strict(R[..., 1::2, 0::2]))
+    factor = ComplexTensor(R[..., 0::2, 0::2].contiguous(), _strict_triangle(R[..., 1::2, 0::2], upper))
     return factor, torch.div(info + 1, 2, rounding_mode="floor")
 
 
