@@ -26,8 +26,9 @@ import torch
 from onnxscript import opset20 as op
 
 from .export import export
+from .rules import lu
 from .rules._derivative import decompositions as pointwise_decompositions
-from .runtime import ops  # noqa: F401  (registers the realify:: ops)
+from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
 from .runtime.expm1 import SERIES_BOUND, series_coefficients
 
 log = logging.getLogger("realify")
@@ -100,14 +101,17 @@ def to_onnx(
         ep = export(program, args, kwargs, dynamic_shapes=dynamic_shapes, truncate_double=truncate_double)
     # realify::pointwise carries a derivative formula, which ONNX has no use for: its kernel's
     # real ops go to torch.onnx instead
-    ep = _without_error_checks(ep).run_decompositions(pointwise_decompositions())
+    ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions()})
     table = {**onnx_translation_table(), **(custom_translation_table or {})}
     onnx_options.setdefault("opset_version", OPSET)
     onnx_options.setdefault("verbose", False)
     outputs = len(ep.graph_signature.user_outputs)
     onnx_options.setdefault("output_names", ["output"] if outputs == 1 else [f"output_{i}" for i in range(outputs)])
-    onnx_program = torch.onnx.export(ep, (), dynamo=True, custom_translation_table=table, **onnx_options)
+    optimize = onnx_options.pop("optimize", None)
+    onnx_program = torch.onnx.export(ep, (), dynamo=True, custom_translation_table=table, optimize=False,
+                                     **onnx_options)
     assert onnx_program is not None  # the dynamo exporter always returns its program
+    _optimize(onnx_program, optimize)
     if dynamic_shapes is not None and not isinstance(program, torch.export.ExportedProgram):
         # the exported program knows its dynamic dims by symbol (s32); the ONNX model's
         # inputs (one per tensor input, complex ones as pairs) take the names of the Dims (one
@@ -119,6 +123,27 @@ def to_onnx(
         onnx_program.save(os.fspath(path))
         log.info("wrote %s", os.fspath(path))
     return onnx_program
+
+
+# onnxscript's optimizer matches its rewrite rules against the whole graph for each node: its
+# time grows with the square of the node count (80 s for the 2,700 nodes of a 6 x 6
+# determinant's unrolled LU, against 6 s for the export itself). Above this many nodes, only
+# its constant folding and dead-node removal run.
+REWRITE_NODE_LIMIT = 2000
+
+
+def _optimize(onnx_program: torch.onnx.ONNXProgram, optimize: bool | None) -> None:
+    """onnxscript's optimizer on the program (``optimize`` True, or None and at most
+    :data:`REWRITE_NODE_LIMIT` nodes); constant folding alone where None and larger."""
+    import onnxscript.optimizer
+
+    if optimize is None:
+        optimize = len(onnx_program.model.graph) <= REWRITE_NODE_LIMIT
+        if not optimize:
+            onnxscript.optimizer.fold_constants(onnx_program.model)
+            onnxscript.optimizer.remove_unused_nodes(onnx_program.model)
+    if optimize:
+        onnx_program.optimize()
 
 
 # ---- translations of the realify:: FFT ops (onnxscript, traced at export time) -------------
@@ -244,9 +269,11 @@ def where(condition, x, y):
     ``atan``, their hyperbolic forms and ``log`` came out on the wrong side of their cuts
     (``acos(2 - 0i)`` gave ``-1.317i`` for ``+1.317i``). The selection is negated exactly
     where it should be -0 (the side selected holds a -0) and is +0, so a runtime whose Where
-    keeps -0 gets the same values."""
+    keeps -0 gets the same values. Integer selections (an index chosen per row) have no -0."""
     x = op.CastLike(x, y)
     selected = op.Where(condition, x, y)
+    if y.dtype is not None and not y.dtype.is_floating_point():
+        return selected
     should_be_negative_zero = op.Or(op.And(condition, _is_negative_zero(x)),
                                     op.And(op.Not(condition), _is_negative_zero(y)))
     zero = op.CastLike(op.Constant(value_float=0.0), y)
@@ -382,6 +409,72 @@ def linalg_cholesky_ex(A, upper: bool = False, check_errors: bool = False):
     L = op.Concat(*columns, axis=-1) if n > 1 else columns[0]
     # info has the batch shape: broadcast the scalar where no pivot was looked at (n == 0 aside)
     return (op.Transpose(L, perm=swap) if upper else L), info
+
+
+# ---- LU factorizations and solves in elementary operators --------------------------------
+# ONNX has no LU, solve or inverse. realify's complex LAPACK ops, and the real ones its rules
+# call (the solves and inverses through the real embedding, realify/rules/linalg.py), become
+# realify/rules/lu.py's real-arithmetic getrf and substitutions before translation: unrolled
+# over the columns, so the matrix size is fixed at export (docs/numerics.md, "LU").
+
+
+def linalg_decompositions() -> dict:
+    """The LU family's ops as real elementary ops, for ``ExportedProgram.run_decompositions``."""
+    aten, realify = torch.ops.aten, torch.ops.realify
+    return {
+        realify.lu_factor_pairs.default: _lu_factor_pairs,
+        realify.lu_solve_pairs.default: _lu_solve_pairs,
+        realify.det_pairs.default: _det_pairs,
+        aten.linalg_lu_factor_ex.default: _real_lu_factor_ex,
+        aten.linalg_lu_solve.default: _real_lu_solve,
+        aten.linalg_inv_ex.default: _real_inv_ex,
+    }
+
+
+def _lu_factor_pairs(A, pivot):
+    lr, li, pivots, info = lu.lu_factor_parts(A[..., 0], A[..., 1], pivot)
+    return torch.stack([lr, li], dim=-1), pivots, info
+
+
+def _lu_solve_pairs(LU, pivots, B, left, adjoint):
+    lu_parts, (br, bi) = (LU[..., 0], LU[..., 1]), (B[..., 0], B[..., 1])
+    if left:
+        xr, xi = lu.solve_with_lu_parts(lu_parts, pivots, (br, bi), adjoint=adjoint)
+    elif adjoint:
+        # X A^H = B  <=>  A X^H = B^H
+        xr, xi = lu.solve_with_lu_parts(lu_parts, pivots, (br.mT, -bi.mT))
+        xr, xi = xr.mT, -xi.mT
+    else:
+        # X A = B  <=>  A^T X^T = B^T  <=>  A^H conj(X^T) = conj(B^T)
+        xr, xi = lu.solve_with_lu_parts(lu_parts, pivots, (br.mT, -bi.mT), adjoint=True)
+        xr, xi = xr.mT, -xi.mT
+    return torch.stack([xr, xi], dim=-1)
+
+
+def _det_pairs(A):
+    # det P * prod_k u_kk
+    lr, li, pivots, _ = lu.lu_factor_parts(A[..., 0], A[..., 1])
+    dr, di = lu.determinant_parts(lr, li, pivots)
+    return torch.stack([dr, di], dim=-1)
+
+
+def _real_lu_factor_ex(A, *, pivot=True, check_errors=False):
+    LU, _, pivots, info = lu.lu_factor_parts(A, None, pivot)
+    return LU, pivots, info
+
+
+def _real_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    # a real A: A^H = A^T
+    if left:
+        return lu.solve_with_lu_parts((LU, None), pivots, (B, None), adjoint=adjoint)[0]
+    return lu.solve_with_lu_parts((LU, None), pivots, (B.mT, None), adjoint=not adjoint)[0].mT
+
+
+def _real_inv_ex(A, *, check_errors=False):
+    # A^-1 = the solution of A X = I
+    LU, _, pivots, info = lu.lu_factor_parts(A, None)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape)
+    return lu.solve_with_lu_parts((LU, None), pivots, (eye, None))[0], info
 
 
 def _without_error_checks(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

@@ -12,12 +12,9 @@ An island is correct but not fast; the compile backend warns once per op, and
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import itertools
 import logging
-import operator
 import warnings
 from typing import Any
 
@@ -26,6 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import complex_of, pairs_of
+from ..runtime.eager_dispatch import contiguous_copy, eager_dispatch
 
 log = logging.getLogger("realify")
 _REGISTRY: dict[str, _Island] = {}
@@ -64,54 +62,16 @@ class _Island:
             if isinstance(x, torch.Tensor) and x.dtype.is_complex:
                 self.out_kinds.append("c")
                 parts = pairs_of(x)
-                result += [_contiguous_copy(parts[..., 0]), _contiguous_copy(parts[..., 1])]
+                result += [contiguous_copy(parts[..., 0]), contiguous_copy(parts[..., 1])]
             else:
                 self.out_kinds.append("r")
-                result.append(_contiguous_copy(x) if isinstance(x, torch.Tensor) else torch.tensor(x))
+                result.append(contiguous_copy(x) if isinstance(x, torch.Tensor) else torch.tensor(x))
         return result
-
-
-def _contiguous_copy(x: torch.Tensor) -> torch.Tensor:
-    # The fake implementation promises these strides to the inner compiler, which reads the
-    # real outputs by them (Inductor asserts them): an op's fake (meta) kernel and its real
-    # kernel need not lay out their results alike, a contiguous copy is the same in both.
-    return x.clone(memory_format=torch.contiguous_format)
-
-
-# Dispatch keys eager itself leaves off inside a custom op's kernel: autograd (the island's
-# own backward stands in for it) and autocast (applied before the island was recorded).
-_KERNEL_EXCLUDED = functools.reduce(operator.or_, [
-    torch._C.DispatchKeySet(torch._C.DispatchKey.Autograd),
-    *(torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, name))
-      for name in dir(torch._C.DispatchKey) if name.startswith("Autocast"))])
-
-
-@contextlib.contextmanager
-def _eager_dispatch():
-    """Run the island's complex op with the dispatch keys eager would run it with.
-
-    A custom op's kernel called under a ``TorchDispatchMode`` runs with every key above
-    Python's excluded, Conjugate and Negative among them. ATen's composite ops make lazily
-    conjugated views (``linalg.pinv`` multiplies by ``U.mH``), and with those keys off the
-    conjugation is silently dropped: ``pinv`` of a complex (5, 3) matrix came out wrong by
-    1.1. AOTAutograd runs a compiled graph's first call under such a mode (its check that
-    custom ops do not alias their inputs), so Inductor's first call of every island was
-    affected; with functorch's keys off too, the backward island's ``torch.func.vjp`` fails
-    under such a mode ("Cannot access storage of TensorWrapper"). Only tensors that carry a key
-    are dispatched to it, and the island's inputs are plain real tensors: re-enabling the keys
-    reaches only the op's own intermediate values."""
-    exclude = torch._C._dispatch_tls_local_exclude_set()
-    kept = exclude & _KERNEL_EXCLUDED
-    if kept.raw_repr() == exclude.raw_repr():
-        yield
-        return
-    with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), kept):
-        yield
 
 
 @torch.library.custom_op("realify::eager_island", mutates_args=())
 def eager_island(key: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    with _eager_dispatch():
+    with eager_dispatch():
         return _REGISTRY[key].run(tensors)
 
 
@@ -137,11 +97,11 @@ def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[tor
         outs = island.run(full)
         return [outs[i] for i in floating if outs[i].is_floating_point()]
 
-    with _eager_dispatch():
+    with eager_dispatch():
         _outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
         got = dict(zip(wrt, pullback([grads[i] for i in floating])))
     # a new tensor (never an input's alias), laid out as the fake implementation says
-    return [_contiguous_copy(_grad_or_zeros(got.get(i), t)) for i, t in enumerate(tensors)]
+    return [contiguous_copy(_grad_or_zeros(got.get(i), t)) for i, t in enumerate(tensors)]
 
 
 def _grad_or_zeros(g, t):
