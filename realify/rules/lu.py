@@ -91,7 +91,7 @@ def _permutation_sign(pivots: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return (1 - 2 * (swaps % 2)).to(dtype)
 
 
-def _complex(re: torch.Tensor, im: Part = None) -> ComplexTensor:
+def _complex_tensor(re: torch.Tensor, im: Part = None) -> ComplexTensor:
     return ComplexTensor(re.contiguous(), torch.zeros_like(re) if im is None else im.contiguous())
 
 
@@ -127,11 +127,11 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     empty = lr.new_empty(0)
     if unpack_data:
         (Lr, Li), (Ur, Ui) = unpack(lr, li)
-        L, U = _complex(Lr, Li), _complex(Ur, Ui)
+        L, U = _complex_tensor(Lr, Li), _complex_tensor(Ur, Ui)
     else:
-        L = U = _complex(empty)
-    P = _complex(permutation_matrix(LU_pivots, lr.shape[-2], lr.dtype)) if unpack_pivots else _complex(empty)
-    return P, L, U
+        L = U = _complex_tensor(empty)
+    P = permutation_matrix(LU_pivots, lr.shape[-2], lr.dtype) if unpack_pivots else empty
+    return _complex_tensor(P), L, U
 
 
 @register(aten.linalg_lu.default)
