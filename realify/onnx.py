@@ -437,17 +437,7 @@ def _lu_factor_pairs(A, pivot):
 
 
 def _lu_solve_pairs(LU, pivots, B, left, adjoint):
-    lu_parts, (br, bi) = (LU[..., 0], LU[..., 1]), (B[..., 0], B[..., 1])
-    if left:
-        xr, xi = lu.solve_with_lu_parts(lu_parts, pivots, (br, bi), adjoint=adjoint)
-    elif adjoint:
-        # X A^H = B  <=>  A X^H = B^H
-        xr, xi = lu.solve_with_lu_parts(lu_parts, pivots, (br.mT, -bi.mT))
-        xr, xi = xr.mT, -xi.mT
-    else:
-        # X A = B  <=>  A^T X^T = B^T  <=>  A^H conj(X^T) = conj(B^T)
-        xr, xi = lu.solve_with_lu_parts(lu_parts, pivots, (br.mT, -bi.mT), adjoint=True)
-        xr, xi = xr.mT, -xi.mT
+    xr, xi = lu.solve_with_lu_parts((LU[..., 0], LU[..., 1]), pivots, (B[..., 0], B[..., 1]), left, adjoint)
     return torch.stack([xr, xi], dim=-1)
 
 
@@ -464,10 +454,7 @@ def _real_lu_factor_ex(A, *, pivot=True, check_errors=False):
 
 
 def _real_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
-    # a real A: A^H = A^T
-    if left:
-        return lu.solve_with_lu_parts((LU, None), pivots, (B, None), adjoint=adjoint)[0]
-    return lu.solve_with_lu_parts((LU, None), pivots, (B.mT, None), adjoint=not adjoint)[0].mT
+    return lu.solve_with_lu_parts((LU, None), pivots, (B, None), left, adjoint)[0]
 
 
 def _real_inv_ex(A, *, check_errors=False):

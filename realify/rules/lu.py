@@ -28,7 +28,7 @@ import torch
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.lapack import det_pairs, lu_factor_pairs, lu_solve_pairs
 from . import register
-from ._algebra import cdiv, cmul, pneg
+from ._algebra import cdiv, cmul, pneg, psub
 from ._operands import filled_parts, stacked_pairs
 
 aten = torch.ops.aten
@@ -262,24 +262,27 @@ def substitute(t: Parts, b: Parts, lower: bool, unit: bool) -> Parts:
         later = rows > k if lower else rows < k
         rr = torch.where(rows == k, xr, torch.where(later, rr - update_r, rr))
         if update_i is not None or ri is not None:
-            ri = _select(rows == k, xi, _select(later, _minus(ri, update_i), ri))
+            ri = _select(rows == k, xi, _select(later, psub(ri, update_i), ri))
     return rr, ri
 
 
-def _minus(a: Part, b: Part) -> Part:
-    if b is None:
-        return a
-    return pneg(b) if a is None else a - b
+def _adjoint(x: Parts) -> Parts:
+    # X^H = conj(X)^T on parts
+    return x[0].mT, pneg(None if x[1] is None else x[1].mT)
 
 
-def solve_with_lu_parts(lu: Parts, pivots: torch.Tensor, b: Parts, adjoint: bool = False) -> Parts:
-    """X with A X = B (``adjoint``: A^H X = B) for A = P L U given as getrf's (LU, pivots), in
-    real arithmetic."""
+def solve_with_lu_parts(lu: Parts, pivots: torch.Tensor, b: Parts, left: bool = True, adjoint: bool = False
+                        ) -> Parts:
+    """X with op(A) X = B (``left``) or X op(A) = B, op(A) = A or A^H (``adjoint``), for A = P L U
+    given as getrf's (LU, pivots), in real arithmetic (as linalg.lu_solve)."""
+    if not left:
+        # X op(A) = B  <=>  op(A)^H X^H = B^H
+        return _adjoint(solve_with_lu_parts(lu, pivots, _adjoint(b), adjoint=not adjoint))
     order = row_order(pivots, lu[0].shape[-1])
     if not adjoint:
         y = substitute(lu, (_gather_rows(b[0], order), _gather_rows(b[1], order)), lower=True, unit=True)
         return substitute(lu, y, lower=False, unit=False)
-    lu_h = (lu[0].mT, None if lu[1] is None else -lu[1].mT)
+    lu_h = _adjoint(lu)
     y = substitute(lu_h, b, lower=True, unit=False)
     y = substitute(lu_h, y, lower=False, unit=True)
     return _scatter_rows(y[0], order), _scatter_rows(y[1], order)
