@@ -59,5 +59,19 @@ class OptionsChangedError(RealifyError):
     """A compiled function was called after a realify.config option it depends on changed."""
 
 
+class NoOnnxFormError(RealifyError, NotImplementedError):
+    """realify.onnx has no form in ONNX operators for an op of the exported program (``op``),
+    for the reason given (``why``): ONNX has no such operator, and no real-arithmetic
+    translation is written (or practical) for it."""
+
+    def __init__(self, op: object, why: str):
+        self.op, self.why = op, why
+        super().__init__(
+            f"realify.onnx cannot write {op} in ONNX operators: {why}\n  What to do: compute it outside the "
+            "exported model (on its inputs before, or its outputs after), or give torch.onnx a translation "
+            "with to_onnx(..., custom_translation_table={...}); the program itself runs under "
+            "torch.compile(backend=\"realify\") and in the ExportedProgram, which call LAPACK.")
+
+
 class ComplexLeakError(RealifyError):
     """A graph that should be real-only still holds a complex value."""

@@ -25,10 +25,13 @@ import onnx_ir as ir
 import torch
 from onnxscript import opset20 as op
 
+from .errors import NoOnnxFormError
 from .export import export
-from .rules import lu
+from .rules import jacobi, lu
 from .rules._derivative import decompositions as pointwise_decompositions
+from .rules.linalg import hermitian_parts
 from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
+from .runtime.complex_lapack import pairs_op
 from .runtime.expm1 import SERIES_BOUND, series_coefficients
 
 log = logging.getLogger("realify")
@@ -102,6 +105,7 @@ def to_onnx(
     # realify::pointwise carries a derivative formula, which ONNX has no use for: its kernel's
     # real ops go to torch.onnx instead
     ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions()})
+    _check_onnx_forms(ep)
     table = {**onnx_translation_table(), **(custom_translation_table or {})}
     onnx_options.setdefault("opset_version", OPSET)
     onnx_options.setdefault("verbose", False)
@@ -419,7 +423,8 @@ def linalg_cholesky_ex(A, upper: bool = False, check_errors: bool = False):
 
 
 def linalg_decompositions() -> dict:
-    """The LU family's ops as real elementary ops, for ``ExportedProgram.run_decompositions``."""
+    """The linear-algebra ops realify.onnx writes in real arithmetic (the LU family, solves and
+    inverses, eigh), for ``ExportedProgram.run_decompositions``."""
     aten, realify = torch.ops.aten, torch.ops.realify
     return {
         realify.lu_factor_pairs.default: _lu_factor_pairs,
@@ -428,7 +433,56 @@ def linalg_decompositions() -> dict:
         aten.linalg_lu_factor_ex.default: _real_lu_factor_ex,
         aten.linalg_lu_solve.default: _real_lu_solve,
         aten.linalg_inv_ex.default: _real_inv_ex,
+        aten._linalg_eigh.default: _real_eigh,
+        pairs_op(aten._linalg_eigh.default)._opoverload: _eigh_pairs,
     }
+
+
+# The ops realify's rules run on pairs (realify/runtime/complex_lapack.py) that realify.onnx does
+# not write, and why
+NO_ONNX_FORM = {
+    "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
+                  "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data",
+    "linalg_qr": "Householder QR in ONNX operators is not written yet",
+    "geqrf": "Householder QR in ONNX operators is not written yet",
+    "linalg_householder_product": "Householder QR in ONNX operators is not written yet",
+    "ormqr": "Householder QR in ONNX operators is not written yet",
+    "_linalg_svd": "singular vectors (one-sided Jacobi) in ONNX operators are not written yet; singular values "
+                   "alone (linalg.svdvals, matrix norms) export",
+    "linalg_pinv": "pinv goes through singular vectors, which realify.onnx does not write yet; for a "
+                   "full-rank matrix, linalg.solve or lstsq-style normal equations (linalg.solve(A.mH @ A, A.mH)) "
+                   "export",
+    "linalg_polar": "the polar decomposition goes through singular vectors, which realify.onnx does not write yet",
+    "linalg_matrix_sqrth": "not written yet (eigh with vectors, which exports, gives it as V diag(sqrt L) V^H)",
+    "linalg_ldl_factor_ex": "the Bunch-Kaufman LDL factorization (pivoting on 2x2 blocks) in ONNX operators is "
+                            "not written yet",
+    "linalg_ldl_solve": "the Bunch-Kaufman LDL factorization (pivoting on 2x2 blocks) in ONNX operators is not "
+                        "written yet",
+}
+
+
+def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:
+    """NoOnnxFormError for the first op on pairs left in ``ep`` that ONNX cannot run."""
+    for node in ep.graph.nodes:
+        name = getattr(node.target, "_opname", "")
+        if node.op == "call_function" and getattr(node.target, "namespace", "") == "realify" \
+                and name.endswith("_pairs"):
+            base = name.removesuffix("_pairs").removesuffix("_atol_rtol_tensor")
+            if base in NO_ONNX_FORM:
+                raise NoOnnxFormError(f"torch.{base.lstrip('_').replace('_', '.', 1)} (realify::{name})",
+                                      NO_ONNX_FORM[base])
+
+
+def _real_eigh(A, UPLO="L", compute_v=True):
+    # cyclic Jacobi (realify/rules/jacobi.py) on the symmetric matrix LAPACK's syevd sees
+    values, vectors, _ = jacobi.hermitian_eigen_parts(hermitian_parts(A, None, UPLO.upper() == "U")[0], None)
+    return values, vectors if compute_v else A.new_empty(0)
+
+
+def _eigh_pairs(complex_args, A, UPLO="L", compute_v=True):
+    hr, hi = hermitian_parts(A[..., 0], A[..., 1], UPLO.upper() == "U")
+    values, vr, vi = jacobi.hermitian_eigen_parts(hr, hi)
+    return values, torch.stack([vr, vi], dim=-1) if compute_v else A.new_empty(0)
 
 
 def _lu_factor_pairs(A, pivot):

@@ -48,39 +48,7 @@ def _same(*ops: str) -> dict[str, str]:
 
 # ---- no rule yet (every front end) ---------------------------------------------------------
 
-# (a) factorizations and the ops built on them. These and NO_RULE_YET are tests/test_islands.py's
-# ISLAND_OPS: it checks that each still decomposes into an island, and compiles the islands
-# with Inductor
-FACTORIZATIONS = Category(
-    "no planar rule for {} (a factorization/decomposition with no real-only formula yet); "
-    "with islands allowed the compile backend runs it as an eager island",
-    _ALL,
-    {
-        "geqrf": "aten.geqrf.default",
-        "linalg.eig": "aten.linalg_eig.default",
-        "linalg.eigh": "aten._linalg_eigh.default",
-        "linalg.eigvals": "aten.linalg_eig.default",
-        "linalg.householder_product": "aten.linalg_householder_product.default",
-        "linalg.ldl_factor": "aten.linalg_ldl_factor_ex.default",
-        "linalg.ldl_factor_ex": "aten.linalg_ldl_factor_ex.default",
-        "linalg.ldl_solve": "aten.linalg_ldl_solve.default",
-        "linalg.matrix_sqrth": "aten.linalg_matrix_sqrth.default",
-        "linalg.pinv": "aten.linalg_pinv.atol_rtol_tensor",
-        "linalg.pinv.hermitian": "aten.linalg_pinv.atol_rtol_tensor",
-        "linalg.pinv.singular": "aten.linalg_pinv.atol_rtol_tensor",
-        "linalg.polar": "aten.linalg_polar.default",
-        "linalg.qr": "aten.linalg_qr.default",
-        "linalg.svd": "aten._linalg_svd.default",
-        "ormqr": "aten.ormqr.default",
-        "pca_lowrank": "aten.linalg_qr.default",
-        "pinverse": "aten.linalg_pinv.atol_rtol_tensor",
-        "qr": "aten.linalg_qr.default",
-        "svd": "aten._linalg_svd.default",
-        "svd_lowrank": "aten.linalg_qr.default",
-    },
-)
-
-# (b) not a factorization: realify's complex logaddexp (realify/rules/pointwise.py) scanned
+# (a) not a factorization: realify's complex logaddexp (realify/rules/pointwise.py) scanned
 # along the dimension is a real-only formula; it is not written yet
 NO_RULE_YET = Category(
     "no planar rule for {} yet (a real-only formula exists, a running logaddexp along the dimension, "
@@ -89,7 +57,7 @@ NO_RULE_YET = Category(
     {"logcumsumexp": "aten.logcumsumexp.default"},
 )
 
-# (c) under torch.compile dynamo itself does not trace sparse tensors: see NO_GRAPH
+# (b) under torch.compile dynamo itself does not trace sparse tensors: see NO_GRAPH
 SPARSE = Category(
     "sparse layouts are not supported (ComplexTensor is strided only)",
     frozenset({EAGER_FE, DECOMPOSE_FE}),
@@ -98,7 +66,7 @@ SPARSE = Category(
 
 # ---- traced front ends -------------------------------------------------------------------
 
-# (d) under torch.compile most of these hand no graph to the backend (NO_GRAPH): those that do
+# (c) under torch.compile most of these hand no graph to the backend (NO_GRAPH): those that do
 # fail as in decompose
 DATA_DEPENDENT = Category(
     "reads tensor values while tracing ({}): cannot be traced with fake tensors",
@@ -145,7 +113,7 @@ EAGER_NO_RULE = Category(
 
 # ---- the test harness --------------------------------------------------------------------
 
-# (e) for the compile front ends (compile, inductor). realify.tools.opinfo.run_compile raises
+# (d) for the compile front ends (compile, inductor). realify.tools.opinfo.run_compile raises
 # NoGraphCaptured when a sample's run hands no graph to the backend; the test skips such a run
 # with the reason here, and fails when an op listed here handed a graph for every sample it ran
 # (tensor_split's first sample hands none, its second does). An op listed here has no entry
@@ -184,7 +152,7 @@ HARNESS_CALL = Category(
 
 # Where an op is in two categories on one front end, the earlier category's failure is the one
 # a run meets first (the harness call before tracing, tracing before the missing rule)
-CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE, FACTORIZATIONS, NO_RULE_YET,
+CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE, NO_RULE_YET,
               FIXED_SHAPE, EAGER_NO_RULE)
 
 

@@ -1,9 +1,7 @@
-"""Hermitian eigenvalues and singular values (realify/rules/spectra.py) and the matrix
-exponential (realify/rules/linalg.py) through the real embedding."""
+"""Hermitian eigenvalues and singular values (realify/rules/spectra.py: LAPACK on pairs) and
+the matrix exponential (realify/rules/linalg.py: real arithmetic on the parts)."""
 
 from __future__ import annotations
-
-import warnings
 
 import pytest
 import torch
@@ -11,7 +9,6 @@ from backend_support import RecordingInner
 from torch.utils._pytree import tree_unflatten
 
 import realify
-from realify.errors import MissingRuleError
 
 DTYPES = [torch.complex64, torch.complex128]
 
@@ -21,8 +18,10 @@ def value_bound(A: torch.Tensor) -> float:
 
     Each returns the values of a matrix within c n u ||A||_2 of A (Weyl's and Mirsky's
     perturbation bounds turn that into the same bound on every value): eager's complex LAPACK
-    on A, realify's real LAPACK on E(A), of size 2n with ||E(A)||_2 = ||A||_2. Two of them
-    differ by at most twice that; c = 10 covers LAPACK's Householder reductions at n <= 8."""
+    with or without vectors (realify calls the same routine, but not always with eager's choice
+    of computing the vectors: a traced call may), or a product realify computes in another
+    order before it. Two of them differ by at most twice that; c = 10 covers LAPACK's
+    Householder reductions at n <= 8."""
     n = max(A.shape[-2:])
     u = torch.finfo(A.real.dtype).eps / 2
     return 2 * 10 * 2 * n * u * torch.linalg.matrix_norm(A, 2).max().item()
@@ -62,7 +61,7 @@ def test_eigvalsh_reads_one_triangle_like_eager(dtype, uplo):
 
 
 def test_eigvalsh_with_repeated_eigenvalues():
-    # a degenerate spectrum makes E(A) four-fold degenerate: the pair means stay exact
+    # a degenerate spectrum: each repeated value exact
     Q, _ = torch.linalg.qr(torch.randn(5, 5, dtype=torch.complex128))
     A = Q @ torch.diag(torch.tensor([1.0, 1.0, 2.0, 2.0, -3.0], dtype=torch.complex128)) @ Q.mH
     got = decomposed(torch.linalg.eigvalsh, A)
@@ -97,7 +96,7 @@ def test_spectral_norms_compile_without_islands():
 
 def test_ground_state_energy_gradients_match_eager():
     # a variational Hamiltonian H(theta) = H0 + sum_k theta_k H_k: lowest eigenvalue and the
-    # nuclear norm of a theta-dependent matrix, differentiated through the real solvers
+    # nuclear norm of a theta-dependent matrix, differentiated by eager's formulas
     torch.manual_seed(0)
     n, k = 6, 3
     herm = [(lambda m: m + m.mH)(torch.randn(n, n, dtype=torch.complex128)) for _ in range(k + 1)]
@@ -146,22 +145,24 @@ def test_eager_complex_tensor_asks_values_only_where_the_function_returns_values
         atol = 0 if expected.dtype == torch.int64 else 5 * value_bound(H) * max(1.0, expected.abs().max().item())
         torch.testing.assert_close(got, expected, rtol=0, atol=atol, msg=name)
 
-    # gradients of svdvals/eigvalsh through the real solver, as the traced front ends do
+    # gradients of svdvals/eigvalsh: eager's formula, its vectors recomputed in the backward
     for f in (torch.linalg.svdvals, torch.linalg.eigvalsh):
         a = H.clone().requires_grad_()
         (expected,) = torch.autograd.grad(f(a).sum(), a)
         z = ComplexTensor.from_complex(H).requires_grad_()
         (got,) = torch.autograd.grad(f(z).sum(), z)
         torch.testing.assert_close(got.to_complex(), expected, rtol=0, atol=20 * value_bound(H))
-    # ATen's backward of cond reads the singular vectors: a named error, never empty vectors
-    z = ComplexTensor.from_complex(H).requires_grad_()
-    with pytest.raises(MissingRuleError, match="singular vectors"):
-        torch.linalg.cond(z)
-    with pytest.raises(MissingRuleError, match="singular vectors"):
-        torch.linalg.cond(input=z)  # a keyword argument that requires grad counts too
-    # a call that reads the vectors still names them
-    with pytest.raises(MissingRuleError, match="singular vectors"):
-        torch.linalg.svd(ComplexTensor.from_complex(H))
+    # ATen's backward of cond reads the singular vectors, never empty ones: LAPACK's, on pairs
+    # (realify/rules/factorizations.py), so the gradient is eager's
+    a = H.clone().requires_grad_()
+    (expected,) = torch.autograd.grad(torch.linalg.cond(a).sum(), a)
+    for call in (lambda z: torch.linalg.cond(z), lambda z: torch.linalg.cond(input=z)):  # a keyword argument too
+        z = ComplexTensor.from_complex(H).requires_grad_()
+        (got,) = torch.autograd.grad(call(z).sum(), z)
+        torch.testing.assert_close(got.to_complex(), expected, rtol=0, atol=20 * value_bound(H))
+    # a call that reads the vectors gets eager's
+    for got, expected in zip(torch.linalg.svd(ComplexTensor.from_complex(H)), torch.linalg.svd(H)):
+        torch.testing.assert_close(got.to_complex() if isinstance(got, ComplexTensor) else got, expected)
 
 
 def test_time_evolution_by_matrix_exp_matches_eager():
@@ -193,9 +194,9 @@ def test_time_evolution_by_matrix_exp_matches_eager():
     assert {"forward", "backward"} <= rec.kinds() and real_only(rec)
 
 
-def test_eigenvectors_run_as_an_island_and_say_why(monkeypatch):
-    # the backend warns once per op and process: forget the ops other tests warned about
-    monkeypatch.setattr(realify.engine.islands, "_WARNED", set())
+def test_eigenvectors_and_singular_vectors_are_eagers():
+    """Vectors asked for run LAPACK's complex routine on pairs (realify/rules/factorizations.py),
+    not an eager island: the compile backend and decompose give eager's vectors."""
     A = torch.randn(4, 4, dtype=torch.complex64)
     A = A + A.mH
 
@@ -203,16 +204,13 @@ def test_eigenvectors_run_as_an_island_and_say_why(monkeypatch):
         values, vectors = torch.linalg.eigh(A)
         return values, vectors.abs()
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = realify.compile(f, inner="eager")(A)
-    for g, e in zip(got, f(A)):
+    fn, rec = compiled(f)
+    for g, e in zip(fn(A), f(A)):
         torch.testing.assert_close(g, e)
-    assert any("eager island" in str(w.message) and "eigenvectors" in str(w.message) for w in caught)
-    with pytest.raises(MissingRuleError, match="eigenvectors"):
-        realify.decompose(f, [A])
-    with pytest.raises(MissingRuleError, match="singular vectors"):
-        realify.decompose(lambda A: torch.linalg.svd(A).U, [A])
+    assert real_only(rec)  # no eager island
+    for g, e in zip(decomposed(f, A), f(A)):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close(decomposed(lambda A: torch.linalg.svd(A).U, A), torch.linalg.svd(A).U)
 
 
 def test_eigvalsh_compiles_with_inductor():
@@ -230,7 +228,8 @@ def test_unread_placeholders_leave_the_graph_random_ops_stay():
     A = torch.randn(4, 4, dtype=torch.complex64)
     ep = realify.export(lambda A: torch.linalg.eigvalsh(A), (A + A.mH,))
     targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
-    assert torch.ops.aten.new_zeros.default not in targets and torch.ops.aten._linalg_eigh.default in targets
+    eigh_on_pairs = torch.ops.realify._linalg_eigh_pairs.default
+    assert torch.ops.aten.new_zeros.default not in targets and eigh_on_pairs in targets
 
     def f(z):
         torch.randn(3)  # read by nothing, but it advances the random stream

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 import torch
-from known_failures import FACTORIZATIONS, NO_RULE_YET
+from known_failures import NO_RULE_YET
 from torch.utils._pytree import tree_flatten
 
 import realify
@@ -23,35 +23,21 @@ pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 # The OpInfo entries whose complex64 samples trace into at least one eager island
 # (realify.decompose with islands allowed, every sample the table tests use): the entries of
-# tests/known_failures.py's FACTORIZATIONS and NO_RULE_YET, which have no rule yet.
+# tests/known_failures.py's NO_RULE_YET, which have no rule yet.
 # test_each_listed_op_runs_as_an_island checks that each still is; an op that starts running
 # as an island fails the strict OpInfo tables until tests/known_failures.py names it, and
-# belongs in one of those two categories then.
-ISLAND_OPS = tuple(sorted({*FACTORIZATIONS.ops, *NO_RULE_YET.ops}))
-
-# OpInfo marks these not differentiable (eager has no derivative formula for geqrf,
-# linalg_ldl_factor_ex, linalg_ldl_solve): values only. The test checks the list against OpInfo.
-NOT_DIFFERENTIABLE = {"geqrf", "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve"}
-
-
-# Random ops: their values cannot be compared, and OpInfo calls them through a wrapper that
-# seeds the generator, which dynamo runs eagerly (no graph reaches the backend). Their islands
-# are linalg_qr and _linalg_svd, compared through qr, linalg.qr, svd and linalg.svd.
-RANDOM = {"pca_lowrank", "svd_lowrank"}
+# belongs in that category then.
+ISLAND_OPS = tuple(sorted(NO_RULE_YET.ops))
 
 
 def _listed_ops() -> dict:
-    """The listed ops this torch's OpInfo has (torch 2.15 dropped cholesky and qr, and added
-    linalg.matrix_sqrth and linalg.polar)."""
+    """The listed ops this torch's OpInfo has."""
     by_id = {op_id(op): op for op in complex_ops()}
     return {name: by_id[name] for name in ISLAND_OPS if name in by_id}
 
 
 def _ops():
-    return [pytest.param(op, id=name, marks=[pytest.mark.skip(
-                reason="random values, and OpInfo's seeding wrapper compiles no graph; its islands are "
-                       "compared through qr and svd")] if name in RANDOM else [])
-            for name, op in _listed_ops().items()]
+    return [pytest.param(op, id=name) for name, op in _listed_ops().items()]
 
 
 def _first_sample(op, dtype=torch.complex64):
@@ -105,9 +91,7 @@ def test_island_under_inductor_matches_eager(op, caplog):
 
     # the same tolerances as the OpInfo table (realify.tools.opinfo._tolerance)
     assert_matches(actual, expected)
-    assert bool(_differentiable(expected, sample)) == (name not in NOT_DIFFERENTIABLE)
-    if name in NOT_DIFFERENTIABLE:
-        return
+    assert _differentiable(expected, sample)
     expected_grads, cotangents = _gradients(expected, eager_inputs, sample)
     actual_grads, _ = _gradients(actual, compiled_inputs, sample, cotangents)
     assert_matches(actual_grads, expected_grads)
@@ -132,26 +116,40 @@ def test_each_listed_op_runs_as_an_island():
 
 def test_island_first_call_under_a_dispatch_mode():
     """An island's kernel keeps eager's lazy conjugation when it runs under a
-    TorchDispatchMode, as AOTAutograd runs a compiled graph's first call: linalg.pinv
-    multiplies by a conjugated view of its singular vectors."""
+    TorchDispatchMode, as AOTAutograd runs a compiled graph's first call: the backward
+    island's ``torch.func.vjp`` runs ATen's complex derivative of logcumsumexp, which reads
+    lazily conjugated views (with the Conjugate key dropped, this gradient is off by 3.8)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class PassThrough(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
+    def f(z):
+        return torch.logcumsumexp(z, dim=1)
+
+    torch.manual_seed(0)
     z = torch.randn(2, 4, 4, dtype=torch.complex64)
-    gm = realify.decompose(torch.linalg.pinv, [z], on_missing=realify.engine.islands.island_call)
+    cotangent = torch.randn(2, 4, 4, dtype=torch.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the island warning, once per op and process
+        gm = realify.decompose(f, [z], on_missing=realify.engine.islands.island_call)
+    assert realify.engine.islands.islands_in(gm) == ["aten.logcumsumexp.default"]
+    compiled_z, eager_z = z.clone().requires_grad_(), z.clone().requires_grad_()
     with PassThrough():
-        (out,) = gm(z)
-    torch.testing.assert_close(out, torch.linalg.pinv(z), rtol=1.3e-5, atol=1e-5)
+        (out,) = gm(compiled_z)
+        (grad,) = torch.autograd.grad(out, compiled_z, cotangent)
+    expected = f(eager_z)
+    (expected_grad,) = torch.autograd.grad(expected, eager_z, cotangent)
+    torch.testing.assert_close(out, expected, rtol=1.3e-5, atol=1e-5)
+    torch.testing.assert_close(grad, expected_grad, rtol=1.3e-5, atol=1e-5)
 
 
 def test_island_backward_strides_match_its_fake():
     """The backward island's outputs are laid out as its fake implementation says (Inductor
     asserts it): gradients of a transposed complex input through Inductor."""
     def f(z):
-        return torch.linalg.pinv(z.mT * 1j).abs().sum()
+        return torch.logcumsumexp(z.mT * 1j, dim=-1).abs().sum()
 
     z = torch.randn(3, 3, dtype=torch.complex64, requires_grad=True)
     with warnings.catch_warnings():
@@ -171,7 +169,7 @@ def test_island_warning_and_log_point_at_the_users_line(monkeypatch, caplog):
     monkeypatch.setattr(realify.engine.islands, "_WARNED", set())  # warned once per op per process
 
     def f(z):
-        return torch.linalg.pinv(z) * 2
+        return torch.logcumsumexp(z, dim=0) * 2
 
     line = inspect.getsourcelines(f)[1] + 1
     z = torch.randn(3, 3, dtype=torch.complex64)

@@ -27,6 +27,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch._higher_order_ops.associative_scan import associative_scan
 
+from .linalg_workloads import build_ground_state, build_mimo, build_music
+
 C64 = torch.complex64
 
 __all__ = [
@@ -557,6 +559,20 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("quantum", "state-vector variational circuit (RY encoding, RZ·RY layers, CZ ring, <Z>)", _build_quantum,
              {"tiny": dict(batch=2, qubits=3, layers=1), "small": dict(batch=16, qubits=10, layers=4),
               "large": dict(batch=64, qubits=16, layers=4)}, trainable=True, gemm=True),
+    # complex linear algebra (realify/bench/linalg_workloads.py): LAPACK in eager, LAPACK on pairs in realify
+    Workload("mimo-mmse", "MIMO receiver: least-squares channel estimate from pilots (solve), MMSE detection "
+             "(Cholesky, cholesky_solve) of QPSK data; learnable noise variance", build_mimo,
+             {"tiny": dict(batch=4, n=4, symbols=8), "small": dict(batch=256, n=16, symbols=64),
+              "large": dict(batch=1024, n=64, symbols=256)}, trainable=True, gemm=True),
+    Workload("ground-state", "ground-state energy eigvalsh(sum_k theta_k M_k)[0] of a chiral spin chain, "
+             "gradient with respect to the couplings", build_ground_state,
+             {"tiny": dict(batch=2, qubits=3), "small": dict(batch=16, qubits=6),
+              "large": dict(batch=64, qubits=8)}, trainable=True, gemm=True),
+    Workload("music-doa", "MUSIC direction of arrival: covariance, eigh noise subspace, pseudo-spectrum on an "
+             "angle grid", build_music,
+             {"tiny": dict(batch=2, sensors=4, sources=1, snapshots=16, grid=32),
+              "small": dict(batch=64, sensors=8, sources=2, snapshots=256, grid=180),
+              "large": dict(batch=256, sensors=16, sources=3, snapshots=1024, grid=360)}, trainable=True, gemm=True),
 ]}
 
 
