@@ -58,8 +58,8 @@ def _programs() -> dict:
         else None,
         "ldl_factor": (lambda H: tuple(torch.linalg.ldl_factor_ex(H, hermitian=True)), H),
         "ldl_factor symmetric": (lambda H: tuple(torch.linalg.ldl_factor_ex(H)), H),
-        "ldl_solve": (lambda H: torch.linalg.ldl_solve(*torch.linalg.ldl_factor(H, hermitian=True), C[..., :4, :].to(H.dtype),
-                                                       hermitian=True), H),
+        "ldl_solve": (lambda H: torch.linalg.ldl_solve(*torch.linalg.ldl_factor(H, hermitian=True),
+                                                       C[..., :4, :].to(H.dtype), hermitian=True), H),
         "pinv rank-deficient": (torch.linalg.pinv, general(2, 5, 2) @ general(2, 2, 4, seed=1)),
     }
 
