@@ -12,6 +12,10 @@ import realify
 
 DTYPES = [torch.complex64, torch.complex128]
 
+# each test compiles afresh: torch.linalg.svdvals compiled by an earlier parametrization would
+# hand the recording inner compiler no graph (torch 2.13 reuses it across shapes)
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
 
 def value_bound(A: torch.Tensor) -> float:
     """How far apart two backward-stable solvers may put an eigenvalue or singular value of A.

@@ -56,6 +56,10 @@ def lapack_rule(op: torch._ops.OpOverload, real_outputs: frozenset[int] = frozen
 
 for _op in (aten.linalg_qr.default, aten.geqrf.default, aten.linalg_householder_product.default,
             aten.ormqr.default, aten.linalg_eig.default, aten.linalg_pinv.atol_rtol_tensor,
-            aten.linalg_ldl_solve.default, aten.linalg_matrix_sqrth.default, aten.linalg_polar.default):
+            aten.linalg_ldl_solve.default):
     register(_op)(lapack_rule(_op))
 register(aten.linalg_ldl_factor_ex.default)(lapack_rule(aten.linalg_ldl_factor_ex.default, frozenset({1, 2})))
+for _name in ("linalg_matrix_sqrth", "linalg_polar"):  # ATen ops since torch 2.15
+    if hasattr(aten, _name):
+        _op = getattr(aten, _name).default
+        register(_op)(lapack_rule(_op))
