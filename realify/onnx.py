@@ -29,7 +29,7 @@ from .errors import NoOnnxFormError
 from .export import export
 from .rules import jacobi, lu
 from .rules._derivative import decompositions as pointwise_decompositions
-from .rules.linalg import hermitian_parts
+from .rules.linalg import cholesky_parts, hermitian_parts
 from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
 from .runtime.complex_lapack import pairs_op
 from .runtime.expm1 import SERIES_BOUND, series_coefficients
@@ -416,15 +416,15 @@ def linalg_cholesky_ex(A, upper: bool = False, check_errors: bool = False):
 
 
 # ---- LU factorizations and solves in elementary operators --------------------------------
-# ONNX has no LU, solve or inverse. realify's complex LAPACK ops, and the real ones its rules
-# call (the solves and inverses through the real embedding, realify/rules/linalg.py), become
-# realify/rules/lu.py's real-arithmetic getrf and substitutions before translation: unrolled
-# over the columns, so the matrix size is fixed at export (docs/numerics.md, "LU").
+# ONNX has no LU, solve or inverse. realify's complex LAPACK ops (and the real ones of real
+# programs) become realify/rules/lu.py's real-arithmetic getrf and substitutions before
+# translation: unrolled over the columns, so the matrix size is fixed at export
+# (docs/numerics.md, "LU").
 
 
 def linalg_decompositions() -> dict:
     """The linear-algebra ops realify.onnx writes in real arithmetic (the LU family, solves and
-    inverses, eigh), for ``ExportedProgram.run_decompositions``."""
+    inverses, Cholesky, eigh), for ``ExportedProgram.run_decompositions``."""
     aten, realify = torch.ops.aten, torch.ops.realify
     return {
         realify.lu_factor_pairs.default: _lu_factor_pairs,
@@ -434,7 +434,16 @@ def linalg_decompositions() -> dict:
         aten.linalg_lu_solve.default: _real_lu_solve,
         aten.linalg_inv_ex.default: _real_inv_ex,
         aten._linalg_eigh.default: _real_eigh,
-        pairs_op(aten._linalg_eigh.default)._opoverload: _eigh_pairs,
+        **{pairs_op(op)._opoverload: decomposition for op, decomposition in [
+            (aten._linalg_eigh.default, _eigh_pairs),
+            (aten._linalg_solve_ex.default, _solve_ex_pairs),
+            (aten.linalg_inv_ex.default, _inv_ex_pairs),
+            (aten.linalg_solve_triangular.default, _solve_triangular_pairs),
+            (aten.triangular_solve.default, _triangular_solve_pairs),
+            (aten.cholesky_solve.default, _cholesky_solve_pairs),
+            (aten.cholesky_inverse.default, _cholesky_inverse_pairs),
+            (aten.linalg_cholesky_ex.default, _cholesky_ex_pairs),
+        ]},
     }
 
 
@@ -516,6 +525,91 @@ def _real_inv_ex(A, *, check_errors=False):
     LU, _, pivots, info = lu.lu_factor_parts(A, None)
     eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape)
     return lu.solve_with_lu_parts((LU, None), pivots, (eye, None))[0], info
+
+
+# ---- solves, inverses and Cholesky on pairs, in real arithmetic ------------------------------
+# The complex LU (realify/rules/lu.py) and substitutions where a compiled program calls LAPACK's
+# getrf/getrs/trtrs/potrf/potrs on pairs; Cholesky through its real embedding, whose real factor
+# torch.onnx writes column by column (linalg_cholesky_ex above).
+
+
+def _parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x[..., 0], x[..., 1]
+
+
+def _as_pairs(x: tuple) -> torch.Tensor:
+    re, im = x
+    return torch.stack([re, torch.zeros_like(re) if im is None else im], dim=-1)
+
+
+def _identity_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    eye = torch.eye(A.shape[-2], dtype=A.dtype, device=A.device).expand(A.shape[:-1])
+    return eye, torch.zeros_like(eye)
+
+
+def _solve_ex_pairs(complex_args, A, B, left=True, check_errors=False):
+    lr, li, pivots, info = lu.lu_factor_parts(*_parts(A))
+    # a vector right-hand side, as linalg.solve tells one (shapes here carry the trailing 2)
+    vector = B.dim() == 2 or (B.dim() == A.dim() - 1 and B.shape[:-1] == A.shape[:-2])
+    br, bi = _parts(B)
+    b = (br.unsqueeze(-1), bi.unsqueeze(-1)) if vector else (br, bi)
+    xr, xi = lu.solve_with_lu_parts((lr, li), pivots, b, left)
+    x = (xr.squeeze(-1), xi.squeeze(-1)) if vector else (xr, xi)
+    return _as_pairs(x), _as_pairs((lr, li)), pivots, info
+
+
+def _inv_ex_pairs(complex_args, A, check_errors=False):
+    lr, li, pivots, info = lu.lu_factor_parts(*_parts(A))
+    return _as_pairs(lu.solve_with_lu_parts((lr, li), pivots, _identity_parts(A))), info
+
+
+def _triangle_parts(A, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    ar, ai = _parts(A)
+    return (ar.triu(), ai.triu()) if upper else (ar.tril(), ai.tril())
+
+
+def _transposed(x: tuple) -> tuple:
+    return x[0].mT, x[1].mT
+
+
+def _solve_triangular_pairs(complex_args, A, B, upper, left=True, unitriangular=False):
+    t, b = _triangle_parts(A, upper), _parts(B)
+    if left:
+        return _as_pairs(lu.substitute(t, b, lower=not upper, unit=unitriangular))
+    # X T = B  <=>  T^T X^T = B^T
+    x = lu.substitute(_transposed(t), _transposed(b), lower=upper, unit=unitriangular)
+    return _as_pairs(_transposed(x))
+
+
+def _triangular_solve_pairs(complex_args, B, A, upper=True, transpose=False, unitriangular=False):
+    # op(T) X = B, op = transpose (not conjugate); returns (X, a copy of A) as eager
+    t = _triangle_parts(A, upper)
+    lower = not upper
+    if transpose:
+        t, lower = _transposed(t), upper
+    return _as_pairs(lu.substitute(t, _parts(B), lower=lower, unit=unitriangular)), A.clone()
+
+
+def _cholesky_substitutions(b, L, upper: bool):
+    # A = L L^H (upper: U^H U): L y = b, then L^H x = y
+    t = _triangle_parts(L, upper)
+    t_h = (t[0].mT, -t[1].mT)
+    first, second = (t_h, t) if upper else (t, t_h)
+    y = lu.substitute(first, b, lower=True, unit=False)
+    return lu.substitute(second, y, lower=False, unit=False)
+
+
+def _cholesky_solve_pairs(complex_args, B, L, upper=False):
+    return _as_pairs(_cholesky_substitutions(_parts(B), L, upper))
+
+
+def _cholesky_inverse_pairs(complex_args, L, upper=False):
+    return _as_pairs(_cholesky_substitutions(_identity_parts(L), L, upper))
+
+
+def _cholesky_ex_pairs(complex_args, A, upper=False, check_errors=False):
+    lr, li, info = cholesky_parts(*_parts(A), upper)
+    return _as_pairs((lr, li)), info
 
 
 def _without_error_checks(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

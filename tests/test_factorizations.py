@@ -5,6 +5,7 @@ included) and eager's derivatives, and no island; realify.onnx names the ones it
 
 from __future__ import annotations
 
+import onnxruntime as ort
 import pytest
 import torch
 from test_cholesky import compiled, front_ends, real_only
@@ -253,3 +254,39 @@ def test_onnx_names_what_it_cannot_write(name):
     with pytest.raises(realify.NoOnnxFormError, match=r"realify::\w+_pairs") as error:
         to_onnx(NO_ONNX[name], (A,))
     assert "What to do" in str(error.value)
+
+
+def _solve_programs(A: torch.Tensor, B: torch.Tensor) -> dict:
+    L = torch.linalg.cholesky(A @ A.mH + A.shape[-1] * torch.eye(A.shape[-1], dtype=A.dtype))
+    return {
+        "solve": lambda A: torch.linalg.solve(A, B),
+        "solve vector": lambda A: torch.linalg.solve(A, B[..., 0]),
+        "solve right": lambda A: torch.linalg.solve(A, B.mT, left=False),
+        "inv": torch.linalg.inv,
+        "solve_triangular upper": lambda A: torch.linalg.solve_triangular(A, B, upper=True),
+        "solve_triangular lower right unit": lambda A: torch.linalg.solve_triangular(
+            A, B.mT, upper=False, left=False, unitriangular=True),
+        "triangular_solve transpose": lambda A: torch.triangular_solve(B, A, upper=False, transpose=True)[0],
+        "cholesky_solve": lambda A: torch.cholesky_solve(B, L + 0 * A),
+        "cholesky_solve upper": lambda A: torch.cholesky_solve(B, L.mH + 0 * A, upper=True),
+        "cholesky_inverse": lambda A: torch.cholesky_inverse(L + 0 * A),
+        "cholesky": lambda A: torch.linalg.cholesky(A @ A.mH + 4 * torch.eye(4, dtype=A.dtype)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_solve_programs(torch.eye(4, dtype=torch.complex64),
+                                                      torch.eye(4, 2, dtype=torch.complex64))))
+def test_solves_inverses_and_cholesky_in_every_front_end_and_onnx_runtime(name):
+    # LAPACK on pairs where realify compiles; the complex LU, substitutions and the embedded
+    # Cholesky in ONNX Runtime, whose error bounds (docs/numerics.md) at these well-conditioned
+    # 4 x 4 matrices (the triangles' diagonals kept away from 0) are below 1e-5
+    A = general(2, 4, 4, dtype=torch.complex64) + 4 * torch.eye(4, dtype=torch.complex64)
+    B = general(2, 4, 2, dtype=torch.complex64, seed=1)
+    program = _solve_programs(A, B)[name]
+    expected = program(A)
+    for front_end, got in front_ends(program, A).items():
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, msg=front_end)
+    model = to_onnx(program, (A,)).model_proto
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {session.get_inputs()[0].name: torch.view_as_real(A).numpy()})
+    torch.testing.assert_close(torch.view_as_complex(torch.from_numpy(got)), expected, rtol=1e-5, atol=1e-5)

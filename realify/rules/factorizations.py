@@ -47,11 +47,17 @@ def lapack_rule(op: torch._ops.OpOverload, real_outputs: frozenset[int] = frozen
         values = [stacked_pairs(v) if c else v for c, v in zip(complex_args, values)]
         result = pairs_op(op)(complex_args, *values)
         if single:
-            return ComplexTensor.from_pairs(result)
-        return tuple(x if k in real_outputs else ComplexTensor.from_pairs(x) for k, x in enumerate(result))
+            return _planar(result)
+        return tuple(x if k in real_outputs else _planar(x) for k, x in enumerate(result))
 
     rule.__name__ = rule.__qualname__ = f"{op._schema.name.split('::')[1]}_on_pairs"
     return rule
+
+
+def _planar(pairs: torch.Tensor) -> ComplexTensor:
+    # contiguous parts, as eager's results are contiguous: the views a program takes of them
+    # (L.mH, Q[..., :k]) then have eager's strides in each part
+    return ComplexTensor(pairs[..., 0].contiguous(), pairs[..., 1].contiguous())
 
 
 for _op in (aten.linalg_qr.default, aten.geqrf.default, aten.linalg_householder_product.default,

@@ -1,5 +1,6 @@
 """Products: mm, bmm, mv, dot, vdot, outer products, the add* (GEMM with alpha/beta) family, cross;
-solves, inverses, the matrix exponential and the Cholesky factorization through real embeddings.
+solves, inverses and the Cholesky factorization (LAPACK on pairs); the matrix exponential through
+the real embedding, and the embedded Cholesky realify.onnx writes.
 
 Every complex product here is a *bilinear* real product ``⋆`` (mm, bmm, mv, dot, outer, cross,
 ...) applied to planar parts, through one helper, :func:`complex_product`, in the textbook
@@ -22,10 +23,10 @@ from typing import Any
 import torch
 
 from ..runtime.complex_tensor import ComplexTensor
-from ..runtime.dtypes import real_dtype
 from . import register
 from ._algebra import cmul, complex_product, padd, pneg
-from ._operands import parts, promoted, result_dtype
+from ._operands import parts, promoted
+from .factorizations import lapack_rule
 
 aten = torch.ops.aten
 Part = Any
@@ -109,12 +110,9 @@ def linalg_cross(self, other, *, dim=-1):
     return complex_product(cross, self, other)
 
 
-# ---- solves through the real embedding ---------------------------------------------------
-# A = Ar + i Ai acts on (xr, xi) like the real 2n x 2n matrix E(A) = [[Ar, -Ai], [Ai, Ar]]:
-# A x = b  <=>  E(A) [xr; xi] = [br; bi].  E(A) is invertible exactly when A is, and its
-# condition number equals A's (E(A) is unitarily similar to diag(A, conj(A))), so solving
-# the real system loses nothing in accuracy; the cost is 8x a complex n x n solve's flops
-# on real arithmetic (2x the size, cubed) against eager's 4x-per-flop complex LAPACK.
+# ---- the real embedding ----------------------------------------------------------------------
+# A = Ar + i Ai acts on (xr, xi) like the real 2n x 2n matrix E(A) = [[Ar, -Ai], [Ai, Ar]],
+# unitarily similar to diag(A, conj(A)): the same norm and condition number as A.
 
 
 def real_embedding(a):
@@ -155,12 +153,6 @@ def interleaved_embedding(ar, ai):
     return blocks.flatten(-4, -3).flatten(-2, -1)
 
 
-def _stack_rhs(b):
-    br, bi = parts(b)
-    bi = torch.zeros_like(br) if bi is None else bi
-    return torch.cat([br, bi], dim=-2)
-
-
 def _unstack(x, n):
     return ComplexTensor(x[..., :n, :], x[..., n:, :])
 
@@ -179,67 +171,18 @@ def linalg_matrix_exp(A):
     return _unstack(torch.linalg.matrix_exp(real_embedding(A))[..., :, :n], n)
 
 
-@register(aten.linalg_inv_ex.default)
-def linalg_inv_ex(A, *, check_errors=False):
-    # inv(A) = top-left block + i bottom-left block of inv(E(A))
-    n = A.shape[-1]
-    inverse, info = torch.linalg.inv_ex(real_embedding(A), check_errors=check_errors)
-    return _unstack(inverse[..., :, :n], n), info
-
-
-@register(aten._linalg_solve_ex.default)
-def linalg_solve_ex(A, B, *, left=True, check_errors=False):
-    # X = A^-1 B via E(A) [Xr; Xi] = [Br; Bi]; right solves X A = B as (A^T X^T = B^T)^T.
-    # The LU/pivots outputs (used only by eager's own backward) are returned for E(A), a
-    # real factorization of a different shape: realify differentiates the real solve instead.
-    if not left:
-        X, LU, pivots, info = linalg_solve_ex(A.mT, B.mT, left=True, check_errors=check_errors)
-        return X.mT, LU, pivots, info
-    n = A.shape[-1]
-    vector = B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
-    rhs = B.unsqueeze(-1) if vector else B
-    dtype = result_dtype(A, B)
-    rd = real_dtype(dtype)
-    LU, pivots, info = torch.linalg.lu_factor_ex(real_embedding(A).to(rd))
-    X = torch.linalg.lu_solve(LU, pivots, _stack_rhs(rhs).to(rd))
-    X = _unstack(X, n)
-    return (X.squeeze(-1) if vector else X), LU, pivots, info
-
-
-def _triangle(A, upper, unitriangular):
-    T = A.triu() if upper else A.tril()
-    if unitriangular:
-        eye = torch.eye(A.shape[-1], dtype=torch.bool, device=A.device)
-        T = torch.where(eye, 1.0, T)
-    return T
-
-
-@register(aten.linalg_solve_triangular.default)
-def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
-    # a triangular system solved through the real embedding of the (masked) triangle
-    return linalg_solve_ex(_triangle(A, upper, unitriangular), B, left=left)[0]
-
-
-@register(aten.triangular_solve.default)
-def triangular_solve(B, A, upper=True, transpose=False, unitriangular=False):
-    # legacy form: solves op(A) X = B, returns (X, a copy of A)
-    T = _triangle(A, upper, unitriangular)
-    X = linalg_solve_ex(T.mT if transpose else T, B)[0]
-    return X, A.clone()
-
-
-@register(aten.cholesky_solve.default)
-def cholesky_solve(B, L, upper=False):
-    # A = L L^H (or U^H U); X = A^-1 B
-    A = L.mH @ L if upper else L @ L.mH
-    return linalg_solve_ex(A, B)[0]
-
-
-@register(aten.cholesky_inverse.default)
-def cholesky_inverse(L, upper=False):
-    # inv(L L^H) (or inv(U^H U))
-    A = L.mH @ L if upper else L @ L.mH
-    return linalg_inv_ex(A)[0]
+# ---- solves, inverses and Cholesky: LAPACK on pairs -----------------------------------------
+# getrf/getrs, trtrs, potrf/potrs on (re, im) pairs (rules/factorizations.py): eager's values and
+# derivatives. The real LU and Cholesky of E(A) cost 2x to 4x eager's time at n = 16
+# (docs/numerics.md); realify.onnx writes these ops with the complex LU and substitutions of
+# realify/rules/lu.py and the embedded Cholesky below.
+for _op in (aten._linalg_solve_ex.default, aten.linalg_inv_ex.default, aten.linalg_solve_triangular.default,
+            aten.triangular_solve.default, aten.cholesky_solve.default, aten.cholesky_inverse.default,
+            aten.linalg_cholesky_ex.default, *([aten.cholesky.default] if hasattr(aten, "cholesky") else [])):
+    # integer outputs (pivots, info) come back as they are
+    _integer = {aten._linalg_solve_ex.default: {2, 3}, aten.linalg_inv_ex.default: {1},
+                aten.linalg_cholesky_ex.default: {1}}.get(_op, set())
+    register(_op)(lapack_rule(_op, frozenset(_integer)))
 
 
 # ---- Cholesky through the interleaved embedding --------------------------------------------
@@ -259,34 +202,13 @@ def cholesky_inverse(L, upper=False):
 # H_k's smallest). So the real info m maps to eager's k = ceil(m / 2), 0 staying 0.
 
 
-def cholesky_factor(A, upper: bool):
-    """(L or U as a ComplexTensor, eager's info) of the Hermitian matrix A's ``upper`` or lower
-    triangle denotes."""
-    hr, hi = hermitian_parts(*parts(A), upper)
+def cholesky_parts(ar, ai, upper: bool):
+    """(Re, Im of L or U, eager's info) of the Hermitian matrix ``ar + i ai``'s ``upper`` or lower
+    triangle denotes, from the real Cholesky of its interleaved embedding (what realify.onnx
+    writes potrf with)."""
+    hr, hi = hermitian_parts(ar, ai, upper)
     R, info = torch.linalg.cholesky_ex(interleaved_embedding(hr, hi), upper=upper)
     # the diagonal blocks' off-diagonal entry (Im of the diagonal) is a sum of products that
     # cancel exactly in exact arithmetic only: eager's diagonal is exactly real
-    # contiguous, as eager's factor (and as the ComplexTensor's strides say, which views follow)
-    factor = ComplexTensor(R[..., 0::2, 0::2].contiguous(), _strict_triangle(R[..., 1::2, 0::2], upper))
-    return factor, torch.div(info + 1, 2, rounding_mode="floor")
-
-
-@register(aten.linalg_cholesky_ex.default)
-def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
-    # A = L L^H (upper: U^H U) of the Hermitian matrix in A's lower (upper) triangle;
-    # linalg.cholesky calls this with check_errors=False and checks the info itself
-    factor, info = cholesky_factor(A, upper)
-    if check_errors:
-        # eager's own check, on eager's info: its LinAlgError and message, where the program runs
-        torch._linalg_check_errors(info, "linalg.cholesky_ex", is_matrix=A.dim() == 2)
-    return factor, info
-
-
-if hasattr(aten, "cholesky"):  # the deprecated torch.cholesky, an op of its own before torch 2.15
-
-    @register(aten.cholesky.default)
-    def cholesky(A, upper=False):
-        # the same factor as linalg.cholesky, checked as eager checks it
-        factor, info = cholesky_factor(A, upper)
-        torch._linalg_check_errors(info, "cholesky", is_matrix=A.dim() == 2)
-        return factor
+    return R[..., 0::2, 0::2], _strict_triangle(R[..., 1::2, 0::2], upper), torch.div(info + 1, 2,
+                                                                                       rounding_mode="floor")
