@@ -27,7 +27,7 @@ from onnxscript import opset20 as op
 
 from .errors import NoOnnxFormError
 from .export import export
-from .rules import jacobi, lu
+from .rules import householder, jacobi, lu
 from .rules._derivative import decompositions as pointwise_decompositions
 from .rules.linalg import cholesky_parts, hermitian_parts
 from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
@@ -424,7 +424,7 @@ def linalg_cholesky_ex(A, upper: bool = False, check_errors: bool = False):
 
 def linalg_decompositions() -> dict:
     """The linear-algebra ops realify.onnx writes in real arithmetic (the LU family, solves and
-    inverses, Cholesky, eigh), for ``ExportedProgram.run_decompositions``."""
+    inverses, Cholesky, QR, eigh), for ``ExportedProgram.run_decompositions``."""
     aten, realify = torch.ops.aten, torch.ops.realify
     return {
         realify.lu_factor_pairs.default: _lu_factor_pairs,
@@ -443,6 +443,10 @@ def linalg_decompositions() -> dict:
             (aten.cholesky_solve.default, _cholesky_solve_pairs),
             (aten.cholesky_inverse.default, _cholesky_inverse_pairs),
             (aten.linalg_cholesky_ex.default, _cholesky_ex_pairs),
+            (aten.linalg_qr.default, _qr_pairs),
+            (aten.geqrf.default, _geqrf_pairs),
+            (aten.linalg_householder_product.default, _householder_product_pairs),
+            (aten.ormqr.default, _ormqr_pairs),
         ]},
     }
 
@@ -452,10 +456,6 @@ def linalg_decompositions() -> dict:
 NO_ONNX_FORM = {
     "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
                   "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data",
-    "linalg_qr": "Householder QR in ONNX operators is not written yet",
-    "geqrf": "Householder QR in ONNX operators is not written yet",
-    "linalg_householder_product": "Householder QR in ONNX operators is not written yet",
-    "ormqr": "Householder QR in ONNX operators is not written yet",
     "_linalg_svd": "singular vectors (one-sided Jacobi) in ONNX operators are not written yet; singular values "
                    "alone (linalg.svdvals, matrix norms) export",
     "linalg_pinv": "pinv goes through singular vectors, which realify.onnx does not write yet; for a "
@@ -605,6 +605,24 @@ def _cholesky_solve_pairs(complex_args, B, L, upper=False):
 
 def _cholesky_inverse_pairs(complex_args, L, upper=False):
     return _as_pairs(_cholesky_substitutions(_identity_parts(L), L, upper))
+
+
+def _qr_pairs(complex_args, A, mode="reduced"):
+    q, r = householder.qr_parts(*_parts(A), mode)
+    return (A.new_empty((0, 2)) if q is None else _as_pairs(q)), _as_pairs(r)
+
+
+def _geqrf_pairs(complex_args, A):
+    a, tau = householder.geqrf_parts(*_parts(A))
+    return _as_pairs(a), _as_pairs(tau)
+
+
+def _householder_product_pairs(complex_args, A, tau):
+    return _as_pairs(householder.householder_product_parts(_parts(A), _parts(tau)))
+
+
+def _ormqr_pairs(complex_args, A, tau, C, left=True, transpose=False):
+    return _as_pairs(householder.ormqr_parts(_parts(A), _parts(tau), _parts(C), left, transpose))
 
 
 def _cholesky_ex_pairs(complex_args, A, upper=False, check_errors=False):

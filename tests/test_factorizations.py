@@ -1,7 +1,8 @@
 """Factorizations with vectors (realify/rules/factorizations.py, realify/runtime/complex_lapack.py):
 QR, geqrf, householder_product, ormqr, eig/eigvals, eigh, svd, pinv, matrix_sqrth, polar and
 the LDL family run LAPACK on pairs in every front end, with eager's values (phases of vectors
-included) and eager's derivatives, and no island; realify.onnx names the ones it cannot write."""
+included) and eager's derivatives, and no island; realify.onnx writes solves, inverses, Cholesky and
+QR (realify/rules/householder.py) for ONNX Runtime and names the ones it cannot write."""
 
 from __future__ import annotations
 
@@ -240,7 +241,6 @@ def test_nan_and_inf_inputs_like_eager():
 
 
 NO_ONNX = {
-    "qr": lambda A: torch.linalg.qr(A)[0],
     "eig": lambda A: torch.linalg.eigvals(A),
     "svd vectors": lambda A: torch.linalg.svd(A)[0],
     "pinv": torch.linalg.pinv,
@@ -290,3 +290,31 @@ def test_solves_inverses_and_cholesky_in_every_front_end_and_onnx_runtime(name):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {session.get_inputs()[0].name: torch.view_as_real(A).numpy()})
     torch.testing.assert_close(torch.view_as_complex(torch.from_numpy(got)), expected, rtol=1e-5, atol=1e-5)
+
+
+QR_PROGRAMS = {
+    "qr": lambda A: tuple(torch.linalg.qr(A)),
+    "qr complete": lambda A: tuple(torch.linalg.qr(A, mode="complete")),
+    "qr r": lambda A: torch.linalg.qr(A, mode="r")[1],
+    "geqrf": lambda A: tuple(torch.geqrf(A)),
+    "householder_product": lambda A: torch.linalg.householder_product(*torch.geqrf(A)),
+    "ormqr": lambda A: torch.ormqr(*torch.geqrf(A), A[..., :2] * 2j),
+    "ormqr right adjoint": lambda A: torch.ormqr(*torch.geqrf(A), A.mT[..., :2, :] * 1j, left=False, transpose=True),
+}
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3), (4, 4)], ids=["tall", "square"])
+@pytest.mark.parametrize("name", list(QR_PROGRAMS))
+def test_onnx_runtime_householder_qr_is_lapacks(name, shape):
+    # realify/rules/householder.py follows zlarfg's conventions (R's real diagonal, its signs),
+    # so ONNX Runtime's Q and R are eager's to rounding, not only up to phases: Householder QR
+    # is backward stable, within c n u ||A|| (5e-6 here for complex64)
+    A = general(*shape, dtype=torch.complex64)
+    program = QR_PROGRAMS[name]
+    expected = program(A)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    model = to_onnx(program, (A,)).model_proto
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: torch.view_as_real(A).numpy()})
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(torch.view_as_complex(torch.from_numpy(g)), e, rtol=0, atol=5e-6)
