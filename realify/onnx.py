@@ -456,8 +456,8 @@ def linalg_decompositions() -> dict:
 NO_ONNX_FORM = {
     "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
                   "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data",
-    "_linalg_svd": "singular vectors (one-sided Jacobi) in ONNX operators are not written yet; singular values "
-                   "alone (linalg.svdvals, matrix norms) export",
+    "_linalg_svd": "the SVD (one-sided Jacobi) in ONNX operators is not written yet, for its values "
+                   "(linalg.svdvals, the 2- and nuclear norms, cond) as for its vectors",
     "linalg_pinv": "pinv goes through singular vectors, which realify.onnx does not write yet; for a "
                    "full-rank matrix, linalg.solve or lstsq-style normal equations (linalg.solve(A.mH @ A, A.mH)) "
                    "export",

@@ -176,13 +176,13 @@ def linalg_matrix_exp(A):
 # derivatives. The real LU and Cholesky of E(A) cost 2x to 4x eager's time at n = 16
 # (docs/numerics.md); realify.onnx writes these ops with the complex LU and substitutions of
 # realify/rules/lu.py and the embedded Cholesky below.
+# the integer outputs (pivots, info), which come back as they are
+_INTEGER_OUTPUTS = {aten._linalg_solve_ex.default: frozenset({2, 3}), aten.linalg_inv_ex.default: frozenset({1}),
+                    aten.linalg_cholesky_ex.default: frozenset({1})}
 for _op in (aten._linalg_solve_ex.default, aten.linalg_inv_ex.default, aten.linalg_solve_triangular.default,
             aten.triangular_solve.default, aten.cholesky_solve.default, aten.cholesky_inverse.default,
             aten.linalg_cholesky_ex.default, *([aten.cholesky.default] if hasattr(aten, "cholesky") else [])):
-    # integer outputs (pivots, info) come back as they are
-    _integer = {aten._linalg_solve_ex.default: {2, 3}, aten.linalg_inv_ex.default: {1},
-                aten.linalg_cholesky_ex.default: {1}}.get(_op, set())
-    register(_op)(lapack_rule(_op, frozenset(_integer)))
+    register(_op)(lapack_rule(_op, _INTEGER_OUTPUTS.get(_op, frozenset())))
 
 
 # ---- Cholesky through the interleaved embedding --------------------------------------------

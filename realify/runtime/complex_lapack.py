@@ -32,23 +32,26 @@ import torch
 from .dtypes import complex_of
 from .eager_dispatch import eager_dispatch
 
-__all__ = ["pairs_op"]
+__all__ = ["complex_from_pairs", "pairs_from_complex", "pairs_op"]
 
 
-def _complex(pairs: torch.Tensor) -> torch.Tensor:
+def complex_from_pairs(pairs: torch.Tensor) -> torch.Tensor:
+    """The complex tensor of real ``(..., 2)`` pairs: a view where the dtype allows (LAPACK reads
+    the pairs, no copy)."""
     if pairs.dtype in (torch.float32, torch.float64):
         return torch.view_as_complex(pairs.contiguous())
     return complex_of(pairs[..., 0], pairs[..., 1])
 
 
-def _pairs(z: torch.Tensor) -> torch.Tensor:
+def pairs_from_complex(z: torch.Tensor) -> torch.Tensor:
+    """z's (re, im) pairs, contiguous (a custom op's result owns its memory)."""
     return torch.view_as_real(z.resolve_conj()).contiguous()
 
 
 def _result(x: Any) -> Any:
     # complex results as pairs; a custom op's results may not alias its arguments
     if isinstance(x, torch.Tensor):
-        return _pairs(x) if x.is_complex() else x.clone()
+        return pairs_from_complex(x) if x.is_complex() else x.clone()
     return x
 
 
@@ -79,7 +82,7 @@ def _is_pairs(complex_args: Sequence[bool], i: int) -> bool:
 
 
 def _as_complex(values: Sequence[Any], complex_args: Sequence[bool]) -> list[Any]:
-    return [_complex(v) if _is_pairs(complex_args, i) and v is not None else v for i, v in enumerate(values)]
+    return [complex_from_pairs(v) if _is_pairs(complex_args, i) and v is not None else v for i, v in enumerate(values)]
 
 
 def _call(op, signature: _Signature, values: Sequence[Any]) -> Any:
@@ -126,10 +129,10 @@ def pairs_op(op: torch._ops.OpOverload):
             return tuple(outputs[k] for k, g in enumerate(grads) if g is not None)
 
         with eager_dispatch():
-            primals = [_complex(values[i]) if _is_pairs(complex_args, i) else values[i] for i in inputs]
+            primals = [complex_from_pairs(values[i]) if _is_pairs(complex_args, i) else values[i] for i in inputs]
             outputs, pullback = torch.func.vjp(differentiable, *primals)
             defined = [g for g in grads if g is not None]
-            cotangents = tuple(_complex(g) if y.is_complex() else g for y, g in zip(outputs, defined))
+            cotangents = tuple(complex_from_pairs(g) if y.is_complex() else g for y, g in zip(outputs, defined))
             return [_result(g) for g in pullback(cotangents)]
 
     def backward_fake(complex_args, wanted, grads, *values):

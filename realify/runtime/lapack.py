@@ -22,27 +22,17 @@ from __future__ import annotations
 
 import torch
 
-from .dtypes import complex_of
+from .complex_lapack import complex_from_pairs, pairs_from_complex
 from .eager_dispatch import eager_dispatch
 
 __all__ = ["det_pairs", "lu_factor_pairs", "lu_solve_pairs"]
 
 
-def _complex(pairs: torch.Tensor) -> torch.Tensor:
-    if pairs.dtype in (torch.float32, torch.float64):
-        return torch.view_as_complex(pairs.contiguous())  # no copy: LAPACK reads the pairs
-    return complex_of(pairs[..., 0], pairs[..., 1])
-
-
-def _pairs(z: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(z.resolve_conj()).contiguous()
-
-
 @torch.library.custom_op("realify::lu_factor_pairs", mutates_args=())
 def lu_factor_pairs(A: torch.Tensor, pivot: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     with eager_dispatch():
-        LU, pivots, info = torch.linalg.lu_factor_ex(_complex(A), pivot=pivot)
-    return _pairs(LU), pivots, info
+        LU, pivots, info = torch.linalg.lu_factor_ex(complex_from_pairs(A), pivot=pivot)
+    return pairs_from_complex(LU), pivots, info
 
 
 @lu_factor_pairs.register_fake
@@ -57,8 +47,8 @@ def _eager_vjp(fn, inputs: list[torch.Tensor], grads: list[torch.Tensor]) -> lis
     given as pairs: eager's own derivative formulas. Autograd is off below a custom op's
     dispatch; torch.func.vjp brings its own."""
     with eager_dispatch():
-        _, pullback = torch.func.vjp(fn, *[_complex(x) for x in inputs])
-        return [_pairs(g) for g in pullback(*[_complex(g) for g in grads])]
+        _, pullback = torch.func.vjp(fn, *[complex_from_pairs(x) for x in inputs])
+        return [pairs_from_complex(g) for g in pullback(*[complex_from_pairs(g) for g in grads])]
 
 
 @torch.library.custom_op("realify::lu_factor_pairs_backward", mutates_args=())
@@ -85,7 +75,8 @@ def _lu_backward(ctx, grad_LU, _grad_pivots, _grad_info):
 @torch.library.custom_op("realify::lu_solve_pairs", mutates_args=())
 def lu_solve_pairs(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool, adjoint: bool) -> torch.Tensor:
     with eager_dispatch():
-        return _pairs(torch.linalg.lu_solve(_complex(LU), pivots, _complex(B), left=left, adjoint=adjoint))
+        X = torch.linalg.lu_solve(complex_from_pairs(LU), pivots, complex_from_pairs(B), left=left, adjoint=adjoint)
+        return pairs_from_complex(X)
 
 
 @lu_solve_pairs.register_fake
@@ -123,7 +114,7 @@ def _solve_backward(ctx, grad):
 @torch.library.custom_op("realify::det_pairs", mutates_args=())
 def det_pairs(A: torch.Tensor) -> torch.Tensor:
     with eager_dispatch():
-        return _pairs(torch.linalg.det(_complex(A)))
+        return pairs_from_complex(torch.linalg.det(complex_from_pairs(A)))
 
 
 @det_pairs.register_fake
