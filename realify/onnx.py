@@ -27,7 +27,7 @@ from onnxscript import opset20 as op
 
 from .errors import NoOnnxFormError
 from .export import export
-from .rules import householder, jacobi, lu
+from .rules import householder, jacobi, lu, singular
 from .rules._derivative import decompositions as pointwise_decompositions
 from .rules.linalg import cholesky_parts, hermitian_parts
 from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
@@ -434,6 +434,10 @@ def linalg_decompositions() -> dict:
         aten.linalg_lu_solve.default: _real_lu_solve,
         aten.linalg_inv_ex.default: _real_inv_ex,
         aten._linalg_eigh.default: _real_eigh,
+        aten._linalg_svd.default: _real_svd,
+        aten.linalg_pinv.atol_rtol_tensor: _real_pinv,
+        **({aten.linalg_polar.default: _real_polar, aten.linalg_matrix_sqrth.default: _real_matrix_sqrth}
+           if hasattr(aten, "linalg_polar") else {}),
         **{pairs_op(op)._opoverload: decomposition for op, decomposition in [
             (aten._linalg_eigh.default, _eigh_pairs),
             (aten._linalg_solve_ex.default, _solve_ex_pairs),
@@ -447,6 +451,10 @@ def linalg_decompositions() -> dict:
             (aten.geqrf.default, _geqrf_pairs),
             (aten.linalg_householder_product.default, _householder_product_pairs),
             (aten.ormqr.default, _ormqr_pairs),
+            (aten._linalg_svd.default, _svd_pairs),
+            (aten.linalg_pinv.atol_rtol_tensor, _pinv_pairs),
+            *([(aten.linalg_polar.default, _polar_pairs), (aten.linalg_matrix_sqrth.default, _matrix_sqrth_pairs)]
+              if hasattr(aten, "linalg_polar") else []),
         ]},
     }
 
@@ -456,13 +464,6 @@ def linalg_decompositions() -> dict:
 NO_ONNX_FORM = {
     "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
                   "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data",
-    "_linalg_svd": "the SVD (one-sided Jacobi) in ONNX operators is not written yet, for its values "
-                   "(linalg.svdvals, the 2- and nuclear norms, cond) as for its vectors",
-    "linalg_pinv": "pinv goes through singular vectors, which realify.onnx does not write yet; for a "
-                   "full-rank matrix, linalg.solve or lstsq-style normal equations (linalg.solve(A.mH @ A, A.mH)) "
-                   "export",
-    "linalg_polar": "the polar decomposition goes through singular vectors, which realify.onnx does not write yet",
-    "linalg_matrix_sqrth": "not written yet (eigh with vectors, which exports, gives it as V diag(sqrt L) V^H)",
     "linalg_ldl_factor_ex": "the Bunch-Kaufman LDL factorization (pivoting on 2x2 blocks) in ONNX operators is "
                             "not written yet",
     "linalg_ldl_solve": "the Bunch-Kaufman LDL factorization (pivoting on 2x2 blocks) in ONNX operators is not "
@@ -489,9 +490,59 @@ def _real_eigh(A, UPLO="L", compute_v=True):
 
 
 def _eigh_pairs(complex_args, A, UPLO="L", compute_v=True):
-    hr, hi = hermitian_parts(A[..., 0], A[..., 1], UPLO.upper() == "U")
-    values, vr, vi = jacobi.hermitian_eigen_parts(hr, hi)
-    return values, torch.stack([vr, vi], dim=-1) if compute_v else A.new_empty(0)
+    values, vr, vi = jacobi.hermitian_eigen_parts(*hermitian_parts(*_matrix(complex_args, A), UPLO.upper() == "U"))
+    return values, _result(complex_args, (vr, vi) if compute_v else None, A)
+
+
+def _matrix(complex_args, A) -> tuple[torch.Tensor, Any]:
+    # the parts of a pairs op's first argument; a real matrix (complex_args[0] false) went to
+    # the real routine and has no imaginary part
+    return _parts(A) if complex_args[0] else (A, None)
+
+
+def _result(complex_args, x: tuple | None, A) -> torch.Tensor:
+    # a complex result as pairs (real where the op ran the real routine); None: an output not
+    # asked for, eager's empty tensor
+    if x is None:
+        return A.new_empty((0, 2) if complex_args[0] else 0)
+    return _as_pairs(x) if complex_args[0] else x[0]
+
+
+# ---- the SVD and what is made of it: eigenproblems of Hermitian embeddings, by Jacobi --------
+
+
+def _svd_pairs(complex_args, A, full_matrices=False, compute_uv=True, driver=None):
+    u, s, vh = singular.svd_parts(*_matrix(complex_args, A), full_matrices, compute_uv)
+    return _result(complex_args, u, A), s, _result(complex_args, vh, A)
+
+
+def _real_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    return _svd_pairs([False], A, full_matrices, compute_uv)
+
+
+def _pinv_pairs(complex_args, A, atol=None, rtol=None, hermitian=False):
+    return _result(complex_args, singular.pinv_parts(*_matrix(complex_args, A), atol, rtol, hermitian), A)
+
+
+def _real_pinv(A, *, atol=None, rtol=None, hermitian=False):
+    return _pinv_pairs([False], A, atol, rtol, hermitian)
+
+
+def _polar_pairs(complex_args, A):
+    u, h = singular.polar_parts(*_matrix(complex_args, A))
+    return _result(complex_args, u, A), _result(complex_args, h, A)
+
+
+def _real_polar(A):
+    return _polar_pairs([False], A)
+
+
+def _matrix_sqrth_pairs(complex_args, A):
+    return _result(complex_args, singular.matrix_sqrth_parts(*_matrix(complex_args, A)), A)
+
+
+def _real_matrix_sqrth(A):
+    return _matrix_sqrth_pairs([False], A)
 
 
 def _lu_factor_pairs(A, pivot):

@@ -152,3 +152,12 @@ def test_eigh_exports_to_a_real_only_program():
     ep = realify.export(lambda H: torch.linalg.eigh(H + H.mH)[1], (H,))
     assert not any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].is_complex()
                    for n in ep.graph.nodes)
+
+
+def test_onnx_export_of_a_real_matrix_after_a_complex_one():
+    # the same scan body traced twice in one process, with four carries then two
+    H = torch.randn(2, 6, 6, dtype=torch.complex64)
+    H = H + H.mH
+    for matrix in (H, H.real.contiguous()):
+        (got,) = _run(to_onnx(torch.linalg.eigvalsh, (matrix,)).model_proto, matrix)
+        assert np.abs(got - torch.linalg.eigvalsh(matrix).numpy()).max() <= _bound(matrix)

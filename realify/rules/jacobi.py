@@ -188,5 +188,9 @@ def _sweep(hr, hi, vr, vi, sweeps: int):
         for k in range(p.shape[0]):
             carry, _ = one_round(carry, [x[k] for x in index])
     else:
-        carry, _ = scan(one_round, carry, index)
+        # the body is traced with dynamo, whose automatic dynamic shapes would otherwise see a
+        # second export of the same body with other carries (a real matrix after a complex one)
+        # as a reason to make sizes symbolic, and lift them as inputs torch.onnx cannot write
+        with torch._dynamo.config.patch(automatic_dynamic_shapes=False):
+            carry, _ = scan(one_round, carry, index)
     return (carry[0], None, carry[1], None) if len(carry) == 2 else carry
