@@ -27,7 +27,7 @@ from onnxscript import opset20 as op
 
 from .errors import NoOnnxFormError
 from .export import export
-from .rules import householder, jacobi, lu, singular
+from .rules import bunch_kaufman, householder, jacobi, lu, singular
 from .rules._derivative import decompositions as pointwise_decompositions
 from .rules.linalg import cholesky_parts, hermitian_parts
 from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
@@ -435,6 +435,8 @@ def linalg_decompositions() -> dict:
         aten.linalg_inv_ex.default: _real_inv_ex,
         aten._linalg_eigh.default: _real_eigh,
         aten._linalg_svd.default: _real_svd,
+        aten.linalg_ldl_factor_ex.default: _real_ldl_factor_ex,
+        aten.linalg_ldl_solve.default: _real_ldl_solve,
         aten.linalg_pinv.atol_rtol_tensor: _real_pinv,
         **({aten.linalg_polar.default: _real_polar, aten.linalg_matrix_sqrth.default: _real_matrix_sqrth}
            if hasattr(aten, "linalg_polar") else {}),
@@ -452,6 +454,8 @@ def linalg_decompositions() -> dict:
             (aten.linalg_householder_product.default, _householder_product_pairs),
             (aten.ormqr.default, _ormqr_pairs),
             (aten._linalg_svd.default, _svd_pairs),
+            (aten.linalg_ldl_factor_ex.default, _ldl_factor_ex_pairs),
+            (aten.linalg_ldl_solve.default, _ldl_solve_pairs),
             (aten.linalg_pinv.atol_rtol_tensor, _pinv_pairs),
             *([(aten.linalg_polar.default, _polar_pairs), (aten.linalg_matrix_sqrth.default, _matrix_sqrth_pairs)]
               if hasattr(aten, "linalg_polar") else []),
@@ -464,10 +468,6 @@ def linalg_decompositions() -> dict:
 NO_ONNX_FORM = {
     "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
                   "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data",
-    "linalg_ldl_factor_ex": "the Bunch-Kaufman LDL factorization (pivoting on 2x2 blocks) in ONNX operators is "
-                            "not written yet",
-    "linalg_ldl_solve": "the Bunch-Kaufman LDL factorization (pivoting on 2x2 blocks) in ONNX operators is not "
-                        "written yet",
 }
 
 
@@ -543,6 +543,28 @@ def _matrix_sqrth_pairs(complex_args, A):
 
 def _real_matrix_sqrth(A):
     return _matrix_sqrth_pairs([False], A)
+
+
+# ---- LDL: Bunch-Kaufman pivoting, LAPACK's sytf2/hetf2 (realify/rules/bunch_kaufman.py) ---------
+
+
+def _ldl_factor_ex_pairs(complex_args, A, hermitian=False, check_errors=False):
+    ldr, ldi, pivots, info = bunch_kaufman.ldl_factor_parts(*_matrix(complex_args, A), hermitian)
+    return _result(complex_args, (ldr, ldi), A), pivots, info
+
+
+def _real_ldl_factor_ex(A, *, hermitian=False, check_errors=False):
+    return _ldl_factor_ex_pairs([False], A, hermitian)
+
+
+def _ldl_solve_pairs(complex_args, LD, pivots, B, hermitian=False):
+    # LD and B are both pairs or both real (the rule promotes a real one beside a complex one)
+    x = bunch_kaufman.ldl_solve_parts(*_matrix(complex_args, LD), pivots, *_matrix(complex_args, B), hermitian)
+    return _result(complex_args, x, LD)
+
+
+def _real_ldl_solve(LD, pivots, B, *, hermitian=False):
+    return _ldl_solve_pairs([False], LD, pivots, B, hermitian)
 
 
 def _lu_factor_pairs(A, pivot):

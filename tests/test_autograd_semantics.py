@@ -382,6 +382,73 @@ def test_torch_compile_default_agrees(program, fresh_dynamo):
     _compare(_run(program, torch.compile(program), "normal"), _run(program, program, "normal"))
 
 
+# ---- the same constructs around factorizations (LAPACK on pairs, realify/rules/factorizations.py) --
+# Each loss is gauge-free (projectors, V diag(L) V^H, |.|), as eager's eigh and svd derivatives
+# require; the factorizations are eager's own calls on eager's numbers, so the programs differ from
+# eager only by the products around them.
+
+
+class SingularValuesStraightThrough(torch.autograd.Function):
+    """svdvals forward, a backward that is not its derivative (a straight-through estimate)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.linalg.svdvals(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.sum() * x / torch.linalg.matrix_norm(x)
+
+
+def eigh_with_detached_values(z, w):
+    values, vectors = torch.linalg.eigh(w + w.mH)
+    return z @ ((vectors * values.detach()) @ vectors.mH)
+
+
+def qr_under_no_grad(z, w):
+    with torch.no_grad():
+        q, _ = torch.linalg.qr(w)
+    _, r = torch.linalg.qr(w)
+    return z @ q @ r
+
+
+def svd_values_in_custom_function(z, w):
+    return z * SingularValuesStraightThrough.apply(w).sum()
+
+
+def solve_with_hooked_factor(z, w):
+    a = w + 8 * torch.eye(8, dtype=w.dtype)
+    a.register_hook(lambda g: 2 * g)
+    return torch.linalg.solve(a, z.mT)
+
+
+def cholesky_of_detached_gram(z, w):
+    gram = w @ w.mH + torch.eye(8, dtype=w.dtype)
+    return torch.cholesky_solve(z.mT, torch.linalg.cholesky(gram.detach())) + torch.linalg.cholesky(gram) @ z.mT
+
+
+def pinv_of_shared_memory(z, w):
+    # the same storage read through two views: w and w's first four rows
+    return torch.linalg.pinv(w[:4]) @ z, torch.linalg.pinv(w) @ z.mT
+
+
+FACTORIZATION_PROGRAMS = [eigh_with_detached_values, qr_under_no_grad, svd_values_in_custom_function,
+                          solve_with_hooked_factor, cholesky_of_detached_gram, pinv_of_shared_memory]
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+@pytest.mark.parametrize("program", FACTORIZATION_PROGRAMS, ids=lambda p: p.__name__)
+def test_factorizations_keep_autograd_semantics(program, inner, fresh_dynamo):
+    if program is solve_with_hooked_factor and not HAS_IN_GRAPH_HOOKS:
+        pytest.skip("hooks on intermediates break dynamo's graph before torch 2.15 (each side is compiled apart)")
+    expected = _run(program, program, "normal")
+    with realify.config.patch(gemm_multiplications=4):
+        got = _run(program, realify.compile(program, inner=inner), "normal")
+    _compare(got, expected)
+
+
 def test_complex128_custom_function_and_no_grad(fresh_dynamo):
     for program in (straight_through_quantizer, no_grad_max, hook_with_captured_tensor):
         torch._dynamo.reset()

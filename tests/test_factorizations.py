@@ -14,6 +14,7 @@ from test_lu import general
 
 import realify
 from realify.onnx import to_onnx
+from realify.rules import householder
 
 # each test compiles afresh: a program compiled by an earlier test (torch.linalg.pinv itself,
 # say) would hand the recording inner compiler no graph
@@ -242,7 +243,6 @@ def test_nan_and_inf_inputs_like_eager():
 
 NO_ONNX = {
     "eig": lambda A: torch.linalg.eigvals(A),
-    "ldl": lambda A: torch.linalg.ldl_factor(A)[0],
 }
 
 
@@ -252,6 +252,51 @@ def test_onnx_names_what_it_cannot_write(name):
     with pytest.raises(realify.NoOnnxFormError, match=r"realify::\w+_pairs") as error:
         to_onnx(NO_ONNX[name], (A,))
     assert "What to do" in str(error.value)
+
+
+@pytest.mark.parametrize("cond", [1e2, 1e4, 1e6])
+def test_householder_qr_accuracy_on_ill_conditioned_inputs(cond):
+    # realify.onnx's QR (realify/rules/householder.py) in complex64 at n = 16: backward stable
+    # whatever cond, ||QR - A|| / ||A|| within 2 n u and ||Q^H Q - I|| within 4 n u (Higham's
+    # c n u; measured 0.3 and 0.8 n u), and R within n u cond(A) of LAPACK's R (the normwise
+    # perturbation bound; measured below 0.004 times that: R is better determined than it says)
+    n = 16
+    A = general(4, n, n, dtype=torch.complex64, cond=cond)
+    (qr_, qi), (rr, ri) = householder.qr_parts(A.real, A.imag, "reduced")
+    Q, R = torch.complex(qr_, qi).to(torch.complex128), torch.complex(rr, ri).to(torch.complex128)
+    wide = A.to(torch.complex128)
+    u = torch.finfo(torch.float32).eps / 2
+    norm = torch.linalg.matrix_norm
+    assert (norm(Q @ R - wide, 2) / norm(wide, 2)).max().item() <= 2 * n * u
+    assert norm(Q.mH @ Q - torch.eye(n, dtype=Q.dtype), 2).max().item() <= 4 * n * u
+    _, expected = torch.linalg.qr(A)
+    assert (norm(R - expected.to(R.dtype), 2) / norm(wide, 2)).max().item() <= n * u * cond
+
+
+@pytest.mark.parametrize("hermitian", [True, False], ids=["hermitian", "symmetric"])
+def test_onnx_runtime_ldl_is_lapacks(hermitian):
+    # Bunch-Kaufman with LAPACK's pivot rule (realify/rules/bunch_kaufman.py): eager's pivots and
+    # info exactly; LD and the solve within rounding (LD 32 n u max|A| in tests/test_bunch_kaufman.py,
+    # the solve's error c n u cond(A), cond below 1e2 here). A leading [[0, 3], [3, 0]] block is a
+    # 2x2 pivot, and the last matrix of the batch is singular (a zero column: info > 0)
+    A = general(3, 4, 4, dtype=torch.complex64)
+    A = A + (A.mH if hermitian else A.mT)
+    A[:2, :2, :2] = torch.tensor([[0, 3], [3, 0]], dtype=A.dtype)
+    A[2, :, 1] = A[2, 1, :] = 0
+    B = general(3, 4, 2, dtype=torch.complex64, seed=1)
+
+    def program(A):
+        LD, pivots, info = torch.linalg.ldl_factor_ex(A, hermitian=hermitian)
+        return LD, pivots, info, torch.linalg.ldl_solve(LD[:2], pivots[:2], B[:2], hermitian=hermitian)
+
+    LD, pivots, info, X = program(A)
+    assert (pivots < 0).any() and info[2] > 0
+    model = to_onnx(program, (A,)).model_proto
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: torch.view_as_real(A).numpy()})
+    assert (got[1] == pivots.numpy()).all() and (got[2] == info.numpy()).all()
+    torch.testing.assert_close(torch.view_as_complex(torch.from_numpy(got[0])), LD, rtol=0, atol=5e-6)
+    torch.testing.assert_close(torch.view_as_complex(torch.from_numpy(got[3])), X, rtol=1e-5, atol=1e-5)
 
 
 def _solve_programs(A: torch.Tensor, B: torch.Tensor) -> dict:
