@@ -33,6 +33,9 @@ COMPAT_RUN_MODULES = {
 COMPAT_RUN_TESTS = {
     # the Inductor signed-zero and special-value table, complex64 (found 2.15's x + 0 folding)
     "tests/test_numerics.py::test_special_values_compiled_by_inductor[complex64]",
+    # the SVD's export (Jacobi's scan on the embedding, Householder) through this release's torch.onnx
+    "tests/test_singular.py::test_onnx_runtime_pinv_of_rank_deficient_matrix",
+    "tests/test_bunch_kaufman.py::test_onnx_runtime_runs_the_exported_program",
 }
 COMPAT_RUN_LEAVES_OUT = {  # test functions, every parametrization
     # 12 functions forward and backward, minutes: test_sin_gradient_on_the_real_axis_compiled
