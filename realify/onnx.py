@@ -467,7 +467,8 @@ def linalg_decompositions() -> dict:
 # not write, and why
 NO_ONNX_FORM = {
     "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
-                  "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data",
+                  "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data; "
+                  "for a Hermitian or real symmetric matrix, linalg.eigh (or eigvalsh) exports",
 }
 
 
