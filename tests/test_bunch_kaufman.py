@@ -180,7 +180,8 @@ def test_ill_conditioned_complex64_like_lapack(hermitian, cond):
     n = 16
     g = torch.Generator().manual_seed(int(cond))
     Q, _ = torch.linalg.qr(torch.randn(4, n, n, dtype=torch.complex128, generator=g))
-    values = torch.logspace(0, -math.log10(cond), n, dtype=torch.float64) * torch.tensor([(-1.0) ** k for k in range(n)])
+    signs = torch.tensor([(-1.0) ** k for k in range(n)], dtype=torch.float64)
+    values = torch.logspace(0, -math.log10(cond), n, dtype=torch.float64) * signs
     if hermitian:
         A = (Q * values.to(Q.dtype)) @ Q.mH
     else:  # complex symmetric: Q diag(s) Q^T has singular values |s|
