@@ -114,11 +114,11 @@ def test_batches_and_odd_sizes():
 
 def _pinv_cases(A: torch.Tensor, H: torch.Tensor) -> dict:
     return {
-        "pinv": lambda A: torch.linalg.pinv(A),
-        "pinv atol": lambda A: torch.linalg.pinv(A, atol=0.75),  # cuts 0.5, keeps 1
-        "pinv rtol tensor": lambda A: torch.linalg.pinv(A, rtol=torch.tensor(0.3, dtype=torch.float64)),
+        # one export for the variants (each export costs seconds)
+        "pinv variants": lambda A: (torch.linalg.pinv(A), torch.linalg.pinv(A, atol=0.75),  # cuts 0.5, keeps 1
+                                    torch.linalg.pinv(A, rtol=torch.tensor(0.3, dtype=torch.float64)),
+                                    torch.pinverse(A.mT)),
         "pinv hermitian": lambda A: torch.linalg.pinv(H + 0 * A[..., :1, :1], hermitian=True),
-        "pinverse": lambda A: torch.pinverse(A.mT),
     }
 
 
@@ -180,10 +180,10 @@ def test_onnx_runtime_pinv_of_rank_deficient_matrix():
 
 def test_onnx_runtime_svd_with_dynamic_batch():
     batch = torch.export.Dim("batch")
-    A = general(3, 4, 2, dtype=torch.complex64)
+    A = general(3, 3, 1, dtype=torch.complex64)  # a small embedding: the rounds are unrolled
     onnx_program = to_onnx(lambda A: torch.linalg.svdvals(A), (A,), dynamic_shapes=({0: batch},))
     for b in (1, 4):
-        A = general(b, 4, 2, dtype=torch.complex64, seed=b)
+        A = general(b, 3, 1, dtype=torch.complex64, seed=b)
         (got,) = _run(onnx_program.model_proto, A)
-        bound = 10 * 6 * _unit(torch.float32) * torch.linalg.matrix_norm(A, 2).max().item()
+        bound = 10 * 4 * _unit(torch.float32) * torch.linalg.matrix_norm(A, 2).max().item()
         assert np.abs(got - torch.linalg.svdvals(A).numpy()).max() <= bound
