@@ -37,6 +37,22 @@ def pneg(a: Part) -> Part:
     return None if a is None else -a
 
 
+def pselect(condition: torch.Tensor, a: Part, b: Part) -> Part:
+    """``torch.where(condition, a, b)`` on parts that may be exact zeros (None)."""
+    if a is None and b is None:
+        return None
+    if a is None:
+        return b.masked_fill(condition, 0.0)
+    if b is None:
+        return a.masked_fill(~condition, 0.0)
+    return torch.where(condition, a, b)
+
+
+def padjoint(x: tuple[Part, Part]) -> tuple[Part, Part]:
+    """The parts of X^H = conj(X)^T."""
+    return x[0].mT, pneg(None if x[1] is None else x[1].mT)
+
+
 def pmul(a: Part, b: Part) -> Part:
     if a is None or b is None:
         return None

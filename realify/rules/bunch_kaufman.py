@@ -62,7 +62,8 @@ from typing import Any
 
 import torch
 
-from ._algebra import cdiv, cmul, pneg, psub
+from ._algebra import cdiv, cmul, pneg, pselect, psub
+from .lu import exchanged, first_largest
 
 Part = Any  # a real tensor, or None for an exact zero imaginary part (a real matrix)
 Parts = tuple[torch.Tensor, Part]
@@ -71,19 +72,8 @@ Parts = tuple[torch.Tensor, Part]
 # ---- parts -----------------------------------------------------------------------------------
 
 
-def _select(condition: torch.Tensor, x: Part, y: Part) -> Part:
-    # where() on parts that may be exact zeros (None)
-    if x is None and y is None:
-        return None
-    if x is None:
-        return torch.where(condition, 0.0, y)
-    if y is None:
-        return torch.where(condition, x, 0.0)
-    return torch.where(condition, x, y)
-
-
 def _where(condition: torch.Tensor, x: Parts, y: Parts) -> Parts:
-    return torch.where(condition, x[0], y[0]), _select(condition, x[1], y[1])
+    return torch.where(condition, x[0], y[0]), pselect(condition, x[1], y[1])
 
 
 def _mul(x: Parts, y: Parts) -> Parts:
@@ -111,6 +101,19 @@ def _index(x: Parts, *index: Any) -> Parts:
     return x[0][index], None if x[1] is None else x[1][index]
 
 
+def _as_row(x: Parts) -> Parts:
+    return x[0].unsqueeze(-2), None if x[1] is None else x[1].unsqueeze(-2)
+
+
+def _as_col(x: Parts) -> Parts:
+    return x[0].unsqueeze(-1), None if x[1] is None else x[1].unsqueeze(-1)
+
+
+def _outer(x: Parts, y: Parts) -> Parts:
+    # x_i y_j
+    return _mul(_as_col(x), _as_row(y))
+
+
 def _is_zero(x: Parts) -> torch.Tensor:
     return x[0] == 0 if x[1] is None else (x[0] == 0) & (x[1] == 0)
 
@@ -118,7 +121,7 @@ def _is_zero(x: Parts) -> torch.Tensor:
 def _nonzero_divisor(x: Parts) -> Parts:
     # x where it is nonzero, 1 where it is zero: a divisor for the lanes whose result is discarded
     zero = _is_zero(x)
-    return torch.where(zero, 1.0, x[0]), _select(zero, None, x[1])
+    return torch.where(zero, 1.0, x[0]), pselect(zero, None, x[1])
 
 
 def _cabs1(x: Parts) -> torch.Tensor:
@@ -158,22 +161,12 @@ def _full(ar: torch.Tensor, ai: Part, hermitian: bool) -> Parts:
     return re, torch.where(lower, ai, -ai.mT if hermitian else ai.mT)
 
 
-def _first_argmax(score: torch.Tensor) -> torch.Tensor:
-    """LAPACK's i?amax on the last dimension: the first index of the largest score. A NaN never
-    compares larger than the running maximum, so it is taken only where it stands first."""
-    first_nan = score[..., 0].isnan()
-    best = score.masked_fill(score.isnan(), -1.0).argmax(dim=-1)
-    return best.masked_fill(first_nan, 0)
-
-
 def _symmetric_interchange(s: Parts, k: int, i: Any, j: torch.Tensor) -> Parts:
     """s with rows and columns i and j >= k exchanged within the trailing block s[k:, k:] (i, j
     batched, or i an int); the columns of L to the left keep their rows, as in LAPACK."""
     n = s[0].shape[-1]
     ids = torch.arange(n, device=s[0].device)
-    i = i.unsqueeze(-1) if isinstance(i, torch.Tensor) else i
-    j = j.unsqueeze(-1)
-    order = torch.where(ids == i, j, torch.where(ids == j, i, ids))  # (..., n)
+    order = exchanged(n, i, j, s[0].device)  # (..., n)
     rows_index = order.unsqueeze(-1).expand(s[0].shape)
     cols_index = order.unsqueeze(-2).expand(s[0].shape)
     trailing = (ids.unsqueeze(-1) >= k) & (ids >= k)
@@ -202,13 +195,11 @@ def _rank_one_step(s: Parts, k: int, hermitian: bool) -> Parts:
         r = cdiv(1.0, None, *d)
         t = _mul(r, w)
         column = t
-    update = _mul((w[0].unsqueeze(-1), None if w[1] is None else w[1].unsqueeze(-1)),
-                  (t[0].unsqueeze(-2), None if t[1] is None else t[1].unsqueeze(-2)))
+    update = _outer(w, t)
     trailing = (rows >= cols) & (cols > k)
     below = (rows > k) & (cols == k)
     updated = _sub(s, update)
-    column = (column[0].unsqueeze(-1), None if column[1] is None else column[1].unsqueeze(-1))
-    return _where(below, column, _where(trailing, updated, s))
+    return _where(below, _as_col(column), _where(trailing, updated, s))
 
 
 def _rank_two_step(s: Parts, k: int, hermitian: bool) -> Parts:
@@ -238,21 +229,14 @@ def _rank_two_step(s: Parts, k: int, hermitian: bool) -> Parts:
         wk1 = _mul(e, _sub(_mul(d22, c1), c0))
         tk, tk1 = wk, wk1
 
-    def outer(x: Parts, y: Parts) -> Parts:
-        return _mul((x[0].unsqueeze(-1), None if x[1] is None else x[1].unsqueeze(-1)),
-                    (y[0].unsqueeze(-2), None if y[1] is None else y[1].unsqueeze(-2)))
-
     # a_ij - c0_i tk_j - c1_i tk1_j in this order, as LAPACK
-    updated = _sub(_sub(s, outer(c0, tk)), outer(c1, tk1))
+    updated = _sub(_sub(s, _outer(c0, tk)), _outer(c1, tk1))
     trailing = (rows >= cols) & (cols > k + 1)
     below = rows > k + 1
 
-    def as_column(x: Parts) -> Parts:
-        return x[0].unsqueeze(-1), None if x[1] is None else x[1].unsqueeze(-1)
-
     s = _where(trailing, updated, s)
-    s = _where(below & (cols == k), as_column(wk), s)
-    return _where(below & (cols == k + 1), as_column(wk1), s)
+    s = _where(below & (cols == k), _as_col(wk), s)
+    return _where(below & (cols == k + 1), _as_col(wk1), s)
 
 
 def _nonzero_real(x: torch.Tensor) -> torch.Tensor:
@@ -281,7 +265,7 @@ class _Choice:
             self.kk = k
             self.kp = torch.full_like(absakk, k, dtype=torch.int64)
             return
-        imax = k + 1 + _first_argmax(score[..., k + 1:, k])
+        imax = k + 1 + first_largest(score[..., k + 1:, k])
         colmax = score[..., k + 1:, k].gather(-1, (imax - k - 1).unsqueeze(-1)).squeeze(-1)
         row = score.gather(-2, imax.view(*imax.shape, 1, 1).expand(*imax.shape, 1, n)).squeeze(-2)
         ids = torch.arange(n, device=row.device)
@@ -336,26 +320,14 @@ def ldl_factor_parts(ar: torch.Tensor, ai: Part, hermitian: bool) -> tuple[torch
 
 def _row_swap(x: Parts, i: Any, j: torch.Tensor) -> Parts:
     """x (..., n, r) with rows i and j exchanged (j batched; i batched or an int)."""
-    n = x[0].shape[-2]
-    ids = torch.arange(n, device=x[0].device)
-    i = i.unsqueeze(-1) if isinstance(i, torch.Tensor) else i
-    j = j.unsqueeze(-1)
-    index = torch.where(ids == i, j, torch.where(ids == j, i, ids)).unsqueeze(-1).expand(x[0].shape)
+    index = exchanged(x[0].shape[-2], i, j, x[0].device).unsqueeze(-1).expand(x[0].shape)
     return x[0].gather(-2, index), None if x[1] is None else x[1].gather(-2, index)
-
-
-def _as_row(x: Parts) -> Parts:
-    return x[0].unsqueeze(-2), None if x[1] is None else x[1].unsqueeze(-2)
-
-
-def _as_col(x: Parts) -> Parts:
-    return x[0].unsqueeze(-1), None if x[1] is None else x[1].unsqueeze(-1)
 
 
 def _eliminate_below(b: Parts, ld: Parts, k: int, start: int) -> Parts:
     """b with rows i >= start losing l_ik b_k (l column k of L)."""
     n = b[0].shape[-2]
-    update = _mul(_as_col(_index(ld, ..., k)), _as_row(_index(b, ..., k, slice(None))))
+    update = _outer(_index(ld, ..., k), _index(b, ..., k, slice(None)))
     below = (torch.arange(n, device=b[0].device) >= start).unsqueeze(-1)
     return _where(below, _sub(b, update), b)
 

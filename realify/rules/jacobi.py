@@ -26,6 +26,8 @@ import torch
 from torch._higher_order_ops.scan import scan
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
+from ._algebra import padd, pmul, psub
+
 Part = Any  # a real tensor, or None for an exact zero (a real matrix's imaginary part)
 
 
@@ -75,21 +77,9 @@ def _combine(c, s, wr, wi, pr, pi, qr, qi) -> tuple[tuple, tuple]:
     else:
         qi_ = torch.zeros_like(qr) if qi is None else qi
         wqr, wqi = wr * qr - wi * qi_, wr * qi_ + wi * qr
-    new_p = (c * pr - s * wqr, _sub(_times(c, pi), _times(s, wqi)))
-    new_q = (s * pr + c * wqr, _add(_times(s, pi), _times(c, wqi)))
+    new_p = (c * pr - s * wqr, psub(pmul(c, pi), pmul(s, wqi)))
+    new_q = (s * pr + c * wqr, padd(pmul(s, pi), pmul(c, wqi)))
     return new_p, new_q
-
-
-def _times(c, x):
-    return None if x is None else c * x
-
-
-def _add(x, y):
-    return y if x is None else x if y is None else x + y
-
-
-def _sub(x, y):
-    return None if x is None and y is None else (-y if x is None else x if y is None else x - y)
 
 
 def _rotate(hr, hi, vr, vi, p: list[int], q: list[int], inverse: list[int]):

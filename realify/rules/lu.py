@@ -28,7 +28,7 @@ import torch
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.lapack import det_pairs, lu_factor_pairs, lu_solve_pairs
 from . import register
-from ._algebra import cdiv, cmul, pneg, psub
+from ._algebra import cdiv, cmul, padjoint, pselect, psub
 from ._operands import filled_parts, stacked_pairs
 
 aten = torch.ops.aten
@@ -54,11 +54,27 @@ def row_order(pivots: torch.Tensor, m: int) -> torch.Tensor:
     return order
 
 
+def exchanged(n: int, i: Any, j: torch.Tensor, device=None) -> torch.Tensor:
+    """0 .. n-1 with i and j exchanged, (..., n) for j batched (i batched alike, or an int): the
+    gather index of a row or column interchange decided by the data."""
+    ids = torch.arange(n, device=device)
+    i = i.unsqueeze(-1) if isinstance(i, torch.Tensor) else i
+    j = j.unsqueeze(-1)
+    return torch.where(ids == i, j, torch.where(ids == j, i, ids))
+
+
+def first_largest(score: torch.Tensor) -> torch.Tensor:
+    """LAPACK's i?amax on the last dimension: the first index of the largest score. A NaN is
+    never larger than the running maximum there (the comparison is false), so it is taken only
+    where it stands first; argmax would take any NaN."""
+    first_nan = score[..., 0].isnan()
+    best = score.masked_fill(score.isnan(), -1.0).argmax(dim=-1)
+    return best.masked_fill(first_nan, 0)
+
+
 def _row_swap(x: torch.Tensor, k: int, p: torch.Tensor) -> torch.Tensor:
     """x (..., m, n) with its rows k and p[...] exchanged (p batched)."""
-    rows = torch.arange(x.shape[-2], device=x.device)
-    index = torch.where(rows == k, p.unsqueeze(-1), torch.where(rows == p.unsqueeze(-1), k, rows))
-    return x.gather(-2, index.unsqueeze(-1).expand(x.shape))
+    return x.gather(-2, exchanged(x.shape[-2], k, p, x.device).unsqueeze(-1).expand(x.shape))
 
 
 def _with_row_index(x: torch.Tensor, order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,29 +188,14 @@ def linalg_slogdet(A):
 # ---- the same in real arithmetic (runtimes without LAPACK) ----------------------------------
 
 
-def _select(condition: torch.Tensor, x: Part, y: Part) -> Part:
-    # where() on parts that may be exact zeros (None)
-    if x is None and y is None:
-        return None
-    if x is None:
-        return y.masked_fill(condition, 0.0)
-    if y is None:
-        return x.masked_fill(~condition, 0.0)
-    return torch.where(condition, x, y)
-
-
 def _column(x: Part, k: int) -> Part:
     return None if x is None else x[..., :, k]
 
 
 def _pivot_row(ar: torch.Tensor, ai: Part, k: int) -> torch.Tensor:
-    """LAPACK's i?amax on column k from row k down: the first row of largest |re| + |im|. A NaN
-    is never larger than the running maximum there (the comparison is false), so it is taken
-    only where it stands first; argmax would take any NaN."""
+    """LAPACK's i?amax on column k from row k down: the first row of largest |re| + |im|."""
     score = ar[..., k:, k].abs() if ai is None else ar[..., k:, k].abs() + ai[..., k:, k].abs()
-    first_nan = score[..., 0].isnan()
-    best = score.masked_fill(score.isnan(), -1.0).argmax(dim=-1)
-    return best.masked_fill(first_nan, 0) + k
+    return first_largest(score) + k
 
 
 def lu_factor_parts(ar: torch.Tensor, ai: Part, pivot: bool = True) -> tuple[torch.Tensor, Part, torch.Tensor,
@@ -223,7 +224,7 @@ def lu_factor_parts(ar: torch.Tensor, ai: Part, pivot: bool = True) -> tuple[tor
         rr, ri = cdiv(1.0, None, pr.masked_fill(zero, 1.0), None if pi is None else pi.masked_fill(zero, 0.0))
         lr, li = cmul(_column(ar, k), _column(ai, k), rr, ri)
         scaled = (rows.squeeze(-1) > k) & ~zero
-        lr, li = _select(scaled, lr, _column(ar, k)), _select(scaled, li, _column(ai, k))
+        lr, li = pselect(scaled, lr, _column(ar, k)), pselect(scaled, li, _column(ai, k))
         # trailing block: a_ij -= l_i u_kj for i > k, j > k
         update_r, update_i = cmul(lr.unsqueeze(-1), None if li is None else li.unsqueeze(-1),
                                   ar[..., k:k + 1, :], None if ai is None else ai[..., k:k + 1, :])
@@ -262,13 +263,8 @@ def substitute(t: Parts, b: Parts, lower: bool, unit: bool) -> Parts:
         later = rows > k if lower else rows < k
         rr = torch.where(rows == k, xr, torch.where(later, rr - update_r, rr))
         if update_i is not None or ri is not None:
-            ri = _select(rows == k, xi, _select(later, psub(ri, update_i), ri))
+            ri = pselect(rows == k, xi, pselect(later, psub(ri, update_i), ri))
     return rr, ri
-
-
-def _adjoint(x: Parts) -> Parts:
-    # X^H = conj(X)^T on parts
-    return x[0].mT, pneg(None if x[1] is None else x[1].mT)
 
 
 def solve_with_lu_parts(lu: Parts, pivots: torch.Tensor, b: Parts, left: bool = True, adjoint: bool = False
@@ -277,12 +273,12 @@ def solve_with_lu_parts(lu: Parts, pivots: torch.Tensor, b: Parts, left: bool = 
     given as getrf's (LU, pivots), in real arithmetic (as linalg.lu_solve)."""
     if not left:
         # X op(A) = B  <=>  op(A)^H X^H = B^H
-        return _adjoint(solve_with_lu_parts(lu, pivots, _adjoint(b), adjoint=not adjoint))
+        return padjoint(solve_with_lu_parts(lu, pivots, padjoint(b), adjoint=not adjoint))
     order = row_order(pivots, lu[0].shape[-1])
     if not adjoint:
         y = substitute(lu, (_gather_rows(b[0], order), _gather_rows(b[1], order)), lower=True, unit=True)
         return substitute(lu, y, lower=False, unit=False)
-    lu_h = _adjoint(lu)
+    lu_h = padjoint(lu)
     y = substitute(lu_h, b, lower=True, unit=False)
     y = substitute(lu_h, y, lower=False, unit=True)
     return _scatter_rows(y[0], order), _scatter_rows(y[1], order)

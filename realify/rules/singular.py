@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from . import householder, jacobi
-from ._algebra import complex_product, pneg
+from ._algebra import complex_product, padjoint
 from .jacobi import Part
 from .linalg import hermitian_parts
 
@@ -81,7 +81,7 @@ def svd_parts(ar: torch.Tensor, ai: Part, full_matrices: bool = False, compute_u
 
     ur, ui = _orthonormal(half(er, 0, m), half(ei, 0, m), full_matrices)
     vr, vi = _orthonormal(half(er, m, n), half(ei, m, n), full_matrices)
-    return (ur, ui), s, _adjoint((vr, vi))
+    return (ur, ui), s, padjoint((vr, vi))
 
 
 def _empty_svd(ar: torch.Tensor, real: bool, full_matrices: bool, compute_uv: bool):
@@ -93,10 +93,6 @@ def _empty_svd(ar: torch.Tensor, real: bool, full_matrices: bool, compute_uv: bo
     u = torch.eye(m, m if full_matrices else 0, dtype=ar.dtype, device=ar.device).expand(*batch, -1, -1)
     vh = torch.eye(n if full_matrices else 0, n, dtype=ar.dtype, device=ar.device).expand(*batch, -1, -1)
     return (u, None if real else torch.zeros_like(u)), s, (vh, None if real else torch.zeros_like(vh))
-
-
-def _adjoint(x: Parts) -> Parts:
-    return x[0].mT, pneg(None if x[1] is None else x[1].mT)
 
 
 def _matmul(a: Parts, b: Parts) -> Parts:
@@ -119,14 +115,14 @@ def matrix_sqrth_parts(ar: torch.Tensor, ai: Part) -> Parts:
     """The principal square root V diag(sqrt(max(l, 0))) V^H of the Hermitian matrix A's lower
     triangle denotes (negative eigenvalues, rounding's or the input's, count as zero, as eager)."""
     values, v = _hermitian_eigen(ar, ai)
-    return _matmul(_scaled_columns(v, values.clamp_min(0).sqrt()), _adjoint(v))
+    return _matmul(_scaled_columns(v, values.clamp_min(0).sqrt()), padjoint(v))
 
 
 def polar_parts(ar: torch.Tensor, ai: Part) -> tuple[Parts, Parts]:
     """(U, H) with A = U H (m >= n): U = W V^H and H = V diag(S) V^H from A = W diag(S) V^H,
     H made exactly Hermitian."""
     w, s, vh = svd_parts(ar, ai)
-    v = _adjoint(vh)
+    v = padjoint(vh)
     hr, hi = _matmul(_scaled_columns(v, s), vh)
     h = ((hr + hr.mT) / 2, None if hi is None else (hi - hi.mT) / 2)
     return _matmul(w, vh), h
@@ -141,11 +137,11 @@ def pinv_parts(ar: torch.Tensor, ai: Part, atol: torch.Tensor | None, rtol: torc
     if hermitian:
         values, v = _hermitian_eigen(ar, ai)
         size = values.abs()
-        left, right = v, _adjoint(v)
+        left, right = v, padjoint(v)
     else:
         w, values, vh = svd_parts(ar, ai)
         size = values
-        left, right = _adjoint(vh), _adjoint(w)
+        left, right = padjoint(vh), padjoint(w)
     largest = size.amax(-1, keepdim=True) if size.shape[-1] else size
     tolerance = torch.maximum(atol.unsqueeze(-1), rtol.unsqueeze(-1) * largest)
     kept = size.double() > tolerance
