@@ -12,6 +12,7 @@ An island is correct but not fast; the compile backend warns once per op, and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -83,7 +84,6 @@ def _(key, tensors):
 @torch.library.custom_op("realify::eager_island_backward", mutates_args=())
 def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[torch.Tensor],
                           wrt: list[int]) -> list[torch.Tensor]:
-    # autograd is switched off below a custom op's dispatch; torch.func.vjp brings its own.
     # Only the inputs that required a gradient are differentiated, as eager does: ops refuse
     # a gradient for some arguments (linalg.pinv's rtol, a tensor that pinverse makes)
     island = _REGISTRY[key]
@@ -97,11 +97,29 @@ def eager_island_backward(key: str, tensors: list[torch.Tensor], grads: list[tor
         outs = island.run(full)
         return [outs[i] for i in floating if outs[i].is_floating_point()]
 
-    with eager_dispatch():
-        _outs, pullback = torch.func.vjp(forward, *[tensors[i] for i in wrt])
-        got = dict(zip(wrt, pullback([grads[i] for i in floating])))
+    with eager_dispatch(), _autograd_below_dispatch():
+        leaves = [tensors[i].detach().requires_grad_() for i in wrt]
+        outs = forward(*leaves)
+        cotangents = [grads[i] for i in floating]
+        pairs = [(o, g) for o, g in zip(outs, cotangents) if o.requires_grad]
+        pulled = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
+                                     allow_unused=True) if pairs else [None] * len(leaves)
+        got = dict(zip(wrt, pulled))
     # a new tensor (never an input's alias), laid out as the fake implementation says
     return [contiguous_copy(_grad_or_zeros(got.get(i), t)) for i, t in enumerate(tensors)]
+
+
+@contextlib.contextmanager
+def _autograd_below_dispatch():
+    """Autograd back on inside a custom op's implementation, where the dispatcher has excluded
+    it. torch.func.vjp would bring its own, but refuses the autograd.Function that
+    torch.library builds for a user's custom op (no setup_context), so an island of such an
+    op could not be differentiated."""
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    autograd = torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradFunctionality)
+    with torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), excluded - autograd), \
+            torch.enable_grad():
+        yield
 
 
 def _grad_or_zeros(g, t):
