@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 import torch
+from no_rule_ops import PHASE_TWIST, phase_twist
 
 import realify
 
@@ -31,13 +32,13 @@ def line_of(fn, text: str) -> str:
     raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
-def logcumsumexp_of_double(z):
+def twist_of_double(z):
     y = z * 2
-    return torch.logcumsumexp(y, dim=0)  # complex logcumsumexp has no planar rule
+    return phase_twist(y)  # a user's custom op on complex tensors: no planar rule
 
 
 def helper_without_rule(y):
-    return torch.logcumsumexp(y, dim=0)
+    return phase_twist(y)
 
 
 def calls_helper(z):
@@ -56,32 +57,32 @@ class CallsHelper(torch.nn.Module):
 def test_compile_strict_raises_missing_rule_error_itself():
     z = randc(3, 3)
     with pytest.raises(realify.MissingRuleError) as info:
-        realify.compile(logcumsumexp_of_double, inner="eager", strict=True)(z)
+        realify.compile(twist_of_double, inner="eager", strict=True)(z)
     err = info.value
-    assert err.op is torch.ops.aten.logcumsumexp.default
-    assert line_of(logcumsumexp_of_double, "torch.logcumsumexp(y, dim=0)") in err.where
+    assert err.op is torch.ops.realify_tests.phase_twist.default
+    assert line_of(twist_of_double, "phase_twist(y)") in err.where
     assert isinstance(err.__cause__, torch._dynamo.exc.BackendCompilerFailed)  # chained, not lost
     assert "strict=False" in str(err)  # advice this entry point has
     # that advice works: the op runs as an eager island and matches eager
     torch._dynamo.reset()
     with warnings.catch_warnings():  # the island warning comes once per op and process
         warnings.simplefilter("ignore")
-        got = realify.compile(logcumsumexp_of_double, inner="eager", strict=False)(z)
-    torch.testing.assert_close(got, logcumsumexp_of_double(z), rtol=1e-4, atol=1e-4)
+        got = realify.compile(twist_of_double, inner="eager", strict=False)(z)
+    torch.testing.assert_close(got, twist_of_double(z), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.usefixtures("fresh_dynamo")
 def test_compile_decorator_and_module_raise_missing_rule_error():
     z = randc(3, 3)
     decorated = realify.compile(inner="eager", strict=True)(calls_helper)
-    with pytest.raises(realify.MissingRuleError, match="logcumsumexp") as info:
+    with pytest.raises(realify.MissingRuleError, match=re.escape(PHASE_TWIST)) as info:
         decorated(z)
-    assert line_of(helper_without_rule, "torch.logcumsumexp(y, dim=0)") in info.value.where
+    assert line_of(helper_without_rule, "phase_twist(y)") in info.value.where
 
     torch._dynamo.reset()
     module = realify.compile(CallsHelper(), inner="eager", strict=True)
     assert isinstance(module, torch.nn.Module)  # still a module (parameters, state_dict)
-    with pytest.raises(realify.MissingRuleError, match="logcumsumexp"):
+    with pytest.raises(realify.MissingRuleError, match=re.escape(PHASE_TWIST)):
         module(z)
 
 
@@ -109,9 +110,9 @@ def test_compile_other_errors_are_not_rewrapped():
 def test_decompose_names_the_source_line_and_its_own_advice():
     z = randc(3, 3)
     with pytest.raises(realify.MissingRuleError) as info:
-        realify.decompose(logcumsumexp_of_double, [z])
+        realify.decompose(twist_of_double, [z])
     err, message = info.value, str(info.value)
-    assert line_of(logcumsumexp_of_double, "torch.logcumsumexp(y, dim=0)") in err.where
+    assert line_of(twist_of_double, "phase_twist(y)") in err.where
     assert "graph node" not in message
     assert "strict=False" not in message  # decompose has no strict argument
     assert "on_missing" in message and "realify.compile" in message
@@ -120,15 +121,15 @@ def test_decompose_names_the_source_line_and_its_own_advice():
     torch._dynamo.reset()
     with warnings.catch_warnings():  # the island warning comes once per op and process
         warnings.simplefilter("ignore")
-        got = realify.compile(logcumsumexp_of_double, inner="eager")(z)
-    torch.testing.assert_close(got, logcumsumexp_of_double(z), rtol=1e-4, atol=1e-4)
+        got = realify.compile(twist_of_double, inner="eager")(z)
+    torch.testing.assert_close(got, twist_of_double(z), rtol=1e-4, atol=1e-4)
     torch._dynamo.reset()
 
 
 def test_decompose_names_the_innermost_user_line():
     with pytest.raises(realify.MissingRuleError) as info:
         realify.decompose(calls_helper, [randc(3, 3)])
-    assert line_of(helper_without_rule, "torch.logcumsumexp(y, dim=0)") in info.value.where
+    assert line_of(helper_without_rule, "phase_twist(y)") in info.value.where
     # and the source lines recorded for a program that decomposes change nothing in its result
     z = randc(5)
     gm = realify.decompose(lambda v: (v * 2).exp().sum(), [z])
@@ -138,9 +139,9 @@ def test_decompose_names_the_innermost_user_line():
 def test_export_names_the_source_line():
     z = randc(3, 3)
     with pytest.raises(realify.MissingRuleError) as info:
-        realify.export(logcumsumexp_of_double, (z,))
+        realify.export(twist_of_double, (z,))
     message = str(info.value)
-    assert line_of(logcumsumexp_of_double, "torch.logcumsumexp(y, dim=0)") in info.value.where
+    assert line_of(twist_of_double, "phase_twist(y)") in info.value.where
     assert "exported program cannot call back into eager" in message
     assert "strict=False" not in message and "on_missing" not in message
     # torch.export records an nn.Module's forward line (non-strict) or the innermost line (strict)
@@ -149,7 +150,7 @@ def test_export_names_the_source_line():
     assert line_of(CallsHelper.forward, "helper_without_rule(z - 1)") in info.value.where
     with pytest.raises(realify.MissingRuleError) as info:
         realify.export(CallsHelper(), (z,), strict=True)
-    assert line_of(helper_without_rule, "torch.logcumsumexp(y, dim=0)") in info.value.where
+    assert line_of(helper_without_rule, "phase_twist(y)") in info.value.where
 
 
 # ---- calling exported programs with the wrong inputs ----------------------------------------

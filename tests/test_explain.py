@@ -3,6 +3,7 @@ real op counts, without compiling."""
 
 import pytest
 import torch
+from no_rule_ops import PHASE_TWIST, phase_twist
 
 import realify
 
@@ -12,7 +13,7 @@ C64 = torch.complex64
 def _with_break_and_island(z, w):
     y = torch.fft.fft(z) * w
     print("a graph break")
-    return torch.logcumsumexp(y.reshape(2, 2), dim=1).abs().sum() + y.abs().sum()
+    return phase_twist(y.reshape(2, 2)).abs().sum() + y.abs().sum()  # a user's custom op: an island
 
 
 def _line(offset: int) -> str:
@@ -30,8 +31,8 @@ def test_explain_lists_ops_rules_islands_and_graph_breaks(fresh_dynamo, capsys):
     assert all(op.where and _line(1) in op.where for op in first.complex_ops)
     # the real graph realify makes of the first: one FFT on pairs, the complex product in real muls
     assert first.real_ops["realify.fft_c2c.default"] == 1 and first.real_ops["aten.mul.Tensor"] == 4
-    assert set(report.islands) == {"aten.logcumsumexp.default"}
-    island = next(op for op in second.complex_ops if op.op == "aten.logcumsumexp.default")
+    assert set(report.islands) == {PHASE_TWIST}
+    island = next(op for op in second.complex_ops if op.op == PHASE_TWIST)
     assert island.rule is None and _line(3) in island.where
     assert second.real_ops["realify.eager_island.default"] == 1
     brk = report.graph_breaks[0]
@@ -75,15 +76,17 @@ def test_torch_logs_shows_realifys_log(tmp_path):
     import sys
 
     program = (
-        "import torch, realify\n"
-        "f = realify.compile(lambda z: torch.logcumsumexp(z, dim=1).abs(), inner='eager')\n"
+        "import sys, torch, realify\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from no_rule_ops import phase_twist\n"  # an op with no rule: its island is logged
+        "f = realify.compile(lambda z: phase_twist(z).abs(), inner='eager')\n"
         "f(torch.randn(3, 3, dtype=torch.complex64))\n"
     )
     env = {**os.environ, "TORCH_LOGS": "+realify"}
     done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True,
                           check=False, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    logged = [line for line in done.stderr.splitlines() if "eager island" in line and "aten.logcumsumexp" in line]
+    logged = [line for line in done.stderr.splitlines() if "eager island" in line and PHASE_TWIST in line]
     assert logged, done.stderr[-2000:]
     # torch's format (level letter, time, process, file:line), once, not the plain logging prefix
     assert not any(line.startswith("WARNING:realify:") for line in done.stderr.splitlines())
