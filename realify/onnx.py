@@ -27,7 +27,7 @@ from onnxscript import opset20 as op
 
 from .errors import NoOnnxFormError
 from .export import export
-from .rules import bunch_kaufman, householder, jacobi, lu, singular
+from .rules import bunch_kaufman, householder, jacobi, lu, reductions, singular
 from .rules._derivative import decompositions as pointwise_decompositions
 from .rules.linalg import cholesky_parts, hermitian_parts
 from .runtime import lapack, ops  # noqa: F401  (registers the realify:: ops)
@@ -423,8 +423,9 @@ def linalg_cholesky_ex(A, upper: bool = False, check_errors: bool = False):
 
 
 def linalg_decompositions() -> dict:
-    """The linear-algebra ops realify.onnx writes in real arithmetic (the LU family, solves and
-    inverses, Cholesky, QR, eigh), for ``ExportedProgram.run_decompositions``."""
+    """The ops realify.onnx writes in real arithmetic where a compiled program calls eager's kernel
+    (the LU family, solves and inverses, Cholesky, QR, eigh, the SVD, LDL; complex
+    logcumsumexp), for ``ExportedProgram.run_decompositions``."""
     aten, realify = torch.ops.aten, torch.ops.realify
     return {
         realify.lu_factor_pairs.default: _lu_factor_pairs,
@@ -457,6 +458,7 @@ def linalg_decompositions() -> dict:
             (aten.linalg_ldl_factor_ex.default, _ldl_factor_ex_pairs),
             (aten.linalg_ldl_solve.default, _ldl_solve_pairs),
             (aten.linalg_pinv.atol_rtol_tensor, _pinv_pairs),
+            (aten.logcumsumexp.default, _logcumsumexp_pairs),
             *([(aten.linalg_polar.default, _polar_pairs), (aten.linalg_matrix_sqrth.default, _matrix_sqrth_pairs)]
               if hasattr(aten, "linalg_polar") else []),
         ]},
@@ -507,6 +509,13 @@ def _result(complex_args, x: tuple | None, A) -> torch.Tensor:
     if x is None:
         return A.new_empty((0, 2) if complex_args[0] else 0)
     return _as_pairs(x) if complex_args[0] else x[0]
+
+
+def _logcumsumexp_pairs(complex_args, x, dim):
+    # a scan of eager's logaddexp step, on eager's branch (realify/rules/reductions.py); dim
+    # counts the complex tensor's dims, not the pairs' trailing one
+    re, im = _parts(x)
+    return _as_pairs(reductions.logcumsumexp_parts(re, im, dim % re.dim()))
 
 
 # ---- the SVD and what is made of it: eigenproblems of Hermitian embeddings, by Jacobi --------

@@ -46,18 +46,9 @@ def _same(*ops: str) -> dict[str, str]:
     return dict.fromkeys(ops, "")
 
 
-# ---- no rule yet (every front end) ---------------------------------------------------------
+# ---- not supported (the eager front ends) ----------------------------------------------
 
-# (a) not a factorization: realify's complex logaddexp (realify/rules/pointwise.py) scanned
-# along the dimension is a real-only formula; it is not written yet
-NO_RULE_YET = Category(
-    "no planar rule for {} yet (a real-only formula exists, a running logaddexp along the dimension, "
-    "but is not written); with islands allowed the compile backend runs it as an eager island",
-    _ALL,
-    {"logcumsumexp": "aten.logcumsumexp.default"},
-)
-
-# (b) under torch.compile dynamo itself does not trace sparse tensors: see NO_GRAPH
+# (a) under torch.compile dynamo itself does not trace sparse tensors: see NO_GRAPH
 SPARSE = Category(
     "sparse layouts are not supported (ComplexTensor is strided only)",
     frozenset({EAGER_FE, DECOMPOSE_FE}),
@@ -66,7 +57,7 @@ SPARSE = Category(
 
 # ---- traced front ends -------------------------------------------------------------------
 
-# (c) under torch.compile most of these hand no graph to the backend (NO_GRAPH): those that do
+# (b) under torch.compile most of these hand no graph to the backend (NO_GRAPH): those that do
 # fail as in decompose
 DATA_DEPENDENT = Category(
     "reads tensor values while tracing ({}): cannot be traced with fake tensors",
@@ -113,7 +104,7 @@ EAGER_NO_RULE = Category(
 
 # ---- the test harness --------------------------------------------------------------------
 
-# (d) for the compile front ends (compile, inductor). realify.tools.opinfo.run_compile raises
+# (c) for the compile front ends (compile, inductor). realify.tools.opinfo.run_compile raises
 # NoGraphCaptured when a sample's run hands no graph to the backend; the test skips such a run
 # with the reason here, and fails when an op listed here handed a graph for every sample it ran
 # (tensor_split's first sample hands none, its second does). An op listed here has no entry
@@ -152,7 +143,7 @@ HARNESS_CALL = Category(
 
 # Where an op is in two categories on one front end, the earlier category's failure is the one
 # a run meets first (the harness call before tracing, tracing before the missing rule)
-CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE, NO_RULE_YET,
+CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE,
               FIXED_SHAPE, EAGER_NO_RULE)
 
 

@@ -1,9 +1,11 @@
-"""Eager islands under Inductor: every OpInfo op that runs as an island (a complex op without a
-planar rule, called as ``realify::eager_island`` inside the real graph) compiles with the
-default inner compiler, and its values and gradients match eager complex PyTorch.
+"""Eager islands: a complex op without a planar rule, called as ``realify::eager_island``
+inside the real graph, compiles with the default inner compiler (Inductor) and the eager one,
+and its values and gradients match eager complex PyTorch.
 
-The OpInfo table tests run the compile front ends in strict mode (an island is a
-MissingRuleError there), so this file is where islands meet Inductor.
+Every complex op of OpInfo has a rule (the OpInfo table tests run the compile front ends in
+strict mode, where an island is a MissingRuleError), so the island here is a user's own custom
+op (tests/no_rule_ops.py), which stays an island whatever rules realify gains: its gradients,
+its first call under a dispatch mode, its backward's strides, its warning.
 """
 
 from __future__ import annotations
@@ -13,112 +15,61 @@ import warnings
 
 import pytest
 import torch
-from known_failures import NO_RULE_YET
-from torch.utils._pytree import tree_flatten
+from no_rule_ops import PHASE_TWIST, phase_twist
 
 import realify
-from realify.tools.opinfo import assert_matches, complex_ops, flatten_sample, no_test_case_lookup, op_id
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
-# The OpInfo entries whose complex64 samples trace into at least one eager island
-# (realify.decompose with islands allowed, every sample the table tests use): the entries of
-# tests/known_failures.py's NO_RULE_YET, which have no rule yet.
-# test_each_listed_op_runs_as_an_island checks that each still is; an op that starts running
-# as an island fails the strict OpInfo tables until tests/known_failures.py names it, and
-# belongs in that category then.
-ISLAND_OPS = tuple(sorted(NO_RULE_YET.ops))
+def _axis_points() -> torch.Tensor:
+    """Complex values made from real data: the real axis with +0 and -0 imaginary parts, and
+    the imaginary axis with signed zero real parts, 0 itself among them."""
+    x = torch.tensor([-3.0, -1.0, -0.0, 0.0, 0.5, 2.0])
+    zero = torch.zeros_like(x).copysign(torch.tensor([1.0, -1.0]).repeat(3))
+    return torch.stack([torch.complex(x, zero), torch.complex(zero, x)])
 
 
-def _listed_ops() -> dict:
-    """The listed ops this torch's OpInfo has."""
-    by_id = {op_id(op): op for op in complex_ops()}
-    return {name: by_id[name] for name in ISLAND_OPS if name in by_id}
+@pytest.mark.parametrize("front_end", ["torch.compile inductor", "realify.compile eager"])
+def test_custom_op_island_gradients_match_eager(front_end):
+    """A user's own complex custom op (their kernel wrapped with torch.library, which realify
+    cannot know) runs as an island, and its backward island runs the op's registered autograd
+    formula: values and gradients are eager's, for a transposed (non-contiguous) input and at
+    points on the axes, where the parts' zeros are signed. (Such an island's backward once
+    failed: torch.func.vjp refuses the autograd.Function that torch.library builds.)"""
+    def f(a, w):
+        return phase_twist(a) * 1j, phase_twist(w)
 
-
-def _ops():
-    return [pytest.param(op, id=name) for name, op in _listed_ops().items()]
-
-
-def _first_sample(op, dtype=torch.complex64):
-    """The first sample eager accepts, its tensors made differentiable where OpInfo says so."""
     torch.manual_seed(0)
-    with no_test_case_lookup():
-        for sample in op.sample_inputs("cpu", dtype, requires_grad=op.supports_autograd):
-            try:
-                op(sample.input, *sample.args, **sample.kwargs)
-            except Exception:
-                continue  # eager itself rejects this sample: nothing to compare with
-            return sample
-    pytest.skip(f"eager PyTorch rejects every {dtype} sample of {op_id(op)}")
+    base = torch.randn(4, 3, dtype=torch.complex64)
+    cotangents = [torch.randn(3, 4, dtype=torch.complex64), torch.randn(2, 6, dtype=torch.complex64)]
+    eager_leaves = [base.clone().requires_grad_(), _axis_points().requires_grad_()]
+    compiled_leaves = [t.detach().clone().requires_grad_() for t in eager_leaves]
+    assert not compiled_leaves[0].mT.is_contiguous()
+    if front_end == "torch.compile inductor":
+        compiled = torch.compile(f, backend="realify")
+    else:
+        compiled = realify.compile(f, inner="eager")
 
-
-def _fresh(tensors):
-    return [t.detach().clone().requires_grad_(t.requires_grad) for t in tensors]
-
-
-def _differentiable(out, sample):
-    leaves, _ = tree_flatten(sample.output_process_fn_grad(out))
-    return [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
-
-
-def _gradients(out, inputs, sample, cotangents=None):
-    outs = _differentiable(out, sample)
-    if cotangents is None:
-        gen = torch.Generator().manual_seed(1)
-        cotangents = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in outs]
-    wrt = [t for t in inputs if t.requires_grad]
-    grads = torch.autograd.grad(outs, wrt, cotangents, allow_unused=True)
-    return [torch.zeros_like(t) if g is None else g for t, g in zip(wrt, grads)], cotangents
-
-
-@pytest.mark.parametrize("op", _ops())
-def test_island_under_inductor_matches_eager(op, caplog):
-    name = op_id(op)
-    sample = _first_sample(op)
-    tensors, rebuild = flatten_sample(sample)
-
-    def program(*ts):
-        inp, args, kwargs = rebuild(list(ts))
-        return op.gradcheck_wrapper(op, inp, *args, **kwargs)
-
-    eager_inputs, compiled_inputs = _fresh(tensors), _fresh(tensors)
-    expected = program(*eager_inputs)
-    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="realify"):
+    expected = f(eager_leaves[0].mT, eager_leaves[1])
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the island warning, once per op and process
-        actual = realify.compile(program, inner="inductor", strict=False, dynamic=False)(*compiled_inputs)
-    assert any("eager island" in r.getMessage() for r in caplog.records), f"{name} compiled without an island"
-
-    # the same tolerances as the OpInfo table (realify.tools.opinfo._tolerance)
-    assert_matches(actual, expected)
-    assert _differentiable(expected, sample)
-    expected_grads, cotangents = _gradients(expected, eager_inputs, sample)
-    actual_grads, _ = _gradients(actual, compiled_inputs, sample, cotangents)
-    assert_matches(actual_grads, expected_grads)
-
-
-def test_each_listed_op_runs_as_an_island():
-    """Decompose (islands allowed) each listed op's first sample: an op that gained a rule
-    leaves this list, and the table tests then cover it."""
-    from realify.engine.islands import island_call, islands_in
-    from realify.tools.opinfo import sample_program
-
-    without = []
-    for name, op in _listed_ops().items():
-        tensors, program = sample_program(op, _first_sample(op))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            gm = realify.decompose(program, [t.detach() for t in tensors], on_missing=island_call)
-        if not islands_in(gm):
-            without.append(name)
-    assert without == [], f"no longer islands: {without}"
+        actual = compiled(compiled_leaves[0].mT, compiled_leaves[1])
+    torch.testing.assert_close(actual, expected)
+    # the island returns what eager's kernel returned: on the axes, each part's sign of zero too
+    signs = [torch.view_as_real(out.detach()).signbit() for out in (actual[1], expected[1])]
+    assert torch.equal(*signs)
+    torch.autograd.backward(expected, cotangents)
+    torch.autograd.backward(actual, cotangents)
+    for compiled_leaf, eager_leaf in zip(compiled_leaves, eager_leaves):
+        torch.testing.assert_close(compiled_leaf.grad, eager_leaf.grad)
 
 
 def test_island_first_call_under_a_dispatch_mode():
     """An island's kernel keeps eager's lazy conjugation when it runs under a
     TorchDispatchMode, as AOTAutograd runs a compiled graph's first call: the backward
-    island's ``torch.func.vjp`` runs ATen's complex derivative of logcumsumexp, which reads
-    lazily conjugated views (with the Conjugate key dropped, this gradient is off by 3.8)."""
+    island differentiates the op under autograd, and the product's derivative in its formula
+    multiplies by a lazily conjugated view (with the Conjugate key dropped, this gradient is off
+    by 4.5)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class PassThrough(TorchDispatchMode):
@@ -126,7 +77,7 @@ def test_island_first_call_under_a_dispatch_mode():
             return func(*args, **(kwargs or {}))
 
     def f(z):
-        return torch.logcumsumexp(z, dim=1)
+        return phase_twist(z)
 
     torch.manual_seed(0)
     z = torch.randn(2, 4, 4, dtype=torch.complex64)
@@ -134,7 +85,7 @@ def test_island_first_call_under_a_dispatch_mode():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the island warning, once per op and process
         gm = realify.decompose(f, [z], on_missing=realify.engine.islands.island_call)
-    assert realify.engine.islands.islands_in(gm) == ["aten.logcumsumexp.default"]
+    assert realify.engine.islands.islands_in(gm) == [PHASE_TWIST]
     compiled_z, eager_z = z.clone().requires_grad_(), z.clone().requires_grad_()
     with PassThrough():
         (out,) = gm(compiled_z)
@@ -149,7 +100,7 @@ def test_island_backward_strides_match_its_fake():
     """The backward island's outputs are laid out as its fake implementation says (Inductor
     asserts it): gradients of a transposed complex input through Inductor."""
     def f(z):
-        return torch.logcumsumexp(z.mT * 1j, dim=-1).abs().sum()
+        return phase_twist(z.mT * 1j).abs().sum()
 
     z = torch.randn(3, 3, dtype=torch.complex64, requires_grad=True)
     with warnings.catch_warnings():
@@ -169,7 +120,7 @@ def test_island_warning_and_log_point_at_the_users_line(monkeypatch, caplog):
     monkeypatch.setattr(realify.engine.islands, "_WARNED", set())  # warned once per op per process
 
     def f(z):
-        return torch.logcumsumexp(z, dim=0) * 2
+        return phase_twist(z) * 2
 
     line = inspect.getsourcelines(f)[1] + 1
     z = torch.randn(3, 3, dtype=torch.complex64)

@@ -473,7 +473,8 @@ def _where(condition, value: float, z: C) -> C:
     return C(torch.where(condition, value, z.re), torch.where(condition, value, z.im))
 
 
-def _logaddexp(ax, ay, bx, by):
+def logaddexp_parts(ax, ay, bx, by):
+    # (also each step of logcumsumexp, realify/rules/reductions.py)
     # log(e^a + e^b) = max + log1p(exp(min - max)), min/max by real part (eager's kernel);
     # any nan: nan + nan i; equal infinite real parts: min for -inf, log(e^a + e^b) for +inf
     a_min = ax < bx
@@ -499,7 +500,7 @@ def _logaddexp_grad(inputs, w, g, _):
     return [g / (1 + _exp(b - a)).conj(), g / (1 + _exp(a - b)).conj()]
 
 
-_LOGADDEXP = Formula("logaddexp", lambda parts, _: _logaddexp(*parts), _logaddexp_grad)
+_LOGADDEXP = Formula("logaddexp", lambda parts, _: logaddexp_parts(*parts), _logaddexp_grad)
 
 
 @register(aten.logaddexp.default)

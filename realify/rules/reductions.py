@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, prod, cumsum, cumprod, var/std (and *_mean), vector norms, dist,
+"""Reductions: sum, mean, prod, cumsum, cumprod, logcumsumexp, var/std (and *_mean), vector norms, dist,
 all/any/count_nonzero, logsumexp, trace.
 
 Sums are linear, so they reduce each part separately. Products of complex numbers are not:
@@ -12,18 +12,23 @@ data is real: ``var(z) = var(re) + var(im)`` (eager computes it that way too). N
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ..runtime.complex_lapack import pairs_op
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import real_dtype
 from ..runtime.ops import complex_prod
 from ..runtime.products import FOLD_LIMIT, times_one
 from . import register, register_each
 from ._algebra import cmul, psub
+from ._derivative import C, Formula, apply
 from ._operands import filled_parts, parts, partwise, promoted
+from ._registry import lookup
+from .pointwise import logaddexp_parts
 
 aten = torch.ops.aten
 
@@ -64,6 +69,22 @@ def _dims(dim: Any, ndim: int) -> list[int]:
 
 def _narrow_parts(re: torch.Tensor, im: torch.Tensor, dim: int, start: int, length: int):
     return re.narrow(dim, start, length), im.narrow(dim, start, length)
+
+
+def inclusive_scan(step: Callable, state: tuple[torch.Tensor, ...], dim: int) -> tuple[torch.Tensor, ...]:
+    """A Hillis–Steele scan along ``dim`` of tensors that step together (the parts of one
+    value): after the round with offset s, entry k holds the step-fold of entries k-2s+1 ... k,
+    through s_k <- step(s_k, s_{k-s}) for k >= s (the later operand first). log2(n) rounds of
+    whole-tensor ops, which trace, fuse and export; ``step`` must be associative."""
+    n = state[0].shape[dim]
+    offset = 1
+    while offset < n:
+        later = step(*(t.narrow(dim, offset, n - offset) for t in state),
+                     *(t.narrow(dim, 0, n - offset) for t in state))
+        # the first ``offset`` entries are already final
+        state = tuple(torch.cat([t.narrow(dim, 0, offset), u], dim) for t, u in zip(state, later))
+        offset *= 2
+    return state
 
 
 # ---- sums ---------------------------------------------------------------------------------
@@ -118,9 +139,8 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
 
 @register(aten.cumprod.default)
 def cumprod(self, dim, *, dtype=None):
-    # Up to FOLD_LIMIT entries: eager's running product. Longer: a Hillis–Steele scan: after
-    # the round with offset s, entry k holds z_{k-2s+1} ... z_k; z_k <- z_k * z_{k-s} for
-    # k >= s, so log2(n) rounds of complex multiplication.
+    # Up to FOLD_LIMIT entries: eager's running product. Longer: a scan of complex
+    # multiplication (inclusive_scan: log2(n) rounds).
     x = _cast(self, dtype)
     if not isinstance(x, ComplexTensor):
         return x.cumprod(dim)
@@ -140,14 +160,111 @@ def cumprod(self, dim, *, dtype=None):
             outs.append(cmul(*outs[-1], *_narrow_parts(re, im, dim, k, 1)))
         return ComplexTensor(torch.cat([o[0] for o in outs], dim), torch.cat([o[1] for o in outs], dim))
     re, im = torch.cat([fr, re.narrow(dim, 1, n - 1)], dim), torch.cat([fi, im.narrow(dim, 1, n - 1)], dim)
-    offset = 1
-    while offset < n:
-        hr, hi = _narrow_parts(re, im, dim, 0, offset)  # the first entries are already final
-        # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
-        tr, ti = cmul(*_narrow_parts(re, im, dim, offset, n - offset), *_narrow_parts(re, im, dim, 0, n - offset))
-        re, im = torch.cat([hr, tr], dim), torch.cat([hi, ti], dim)
-        offset *= 2
-    return ComplexTensor(re, im)
+    # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
+    return ComplexTensor(*inclusive_scan(cmul, (re, im), dim))
+
+
+def _affine(a2, b2, a1, b1):
+    # m -> a2 (a1 m + b1) + b2: the composition of two steps of m_k = a_k m_(k-1) + b_k
+    return a2 * a1, a2 * b1 + b2
+
+
+def logcumsumexp_parts(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Complex logcumsumexp along ``dim`` (of size >= 1) in real arithmetic, for runtimes that
+    cannot call eager's kernel (realify.onnx).
+
+    out_k = log(e^x_0 + ... + e^x_k). Eager's loop: c = -inf + 0i, c <- logaddexp(x_k, c),
+    out_k = c, where logaddexp(a, b) = max + log1p(exp(min - max)), min/max by real part
+    (logaddexp_parts is eager's step, nan and infinities included). On finite values the step
+    is associative, so here it is a scan (log2(n) rounds), in the input's precision (ONNX
+    Runtime has no double-precision Atan to accumulate in, as eager's CPU loop does for
+    complex64), the first entry meeting -inf + 0i first as in eager; then the imaginary parts are moved to
+    eager's branch (_eagers_branch), and a nan part spreads to every later entry as eager's
+    loop spreads it. With a +inf real part or an infinite imaginary part the step is not
+    associative: past such an entry non-finite results may differ from eager's
+    (docs/numerics.md)."""
+    x_re, x_im = re, im
+    head_re = x_re.narrow(dim, 0, 1)
+    start = (torch.full_like(head_re, float("-inf")), torch.zeros_like(head_re))
+    first = logaddexp_parts(*_narrow_parts(x_re, x_im, dim, 0, 1), *start)
+    n = x_re.shape[dim]
+    scanned = (torch.cat([first[0], x_re.narrow(dim, 1, n - 1)], dim),
+               torch.cat([first[1], x_im.narrow(dim, 1, n - 1)], dim))
+    out_re, out_im = inclusive_scan(logaddexp_parts, scanned, dim)
+    out_im = _eagers_branch(x_re, x_im, out_re, out_im, start, dim)
+    # eager's step gives nan + nan i once its running value holds a nan part (inf + nan i
+    # from two infinite terms, say): every entry after the first such one
+    has_nan = (out_re.isnan() | out_im.isnan()).to(out_re.dtype)
+    after_nan = (torch.cumsum(has_nan, dim) - has_nan) > 0
+    out_re, out_im = torch.where(after_nan, math.nan, out_re), torch.where(after_nan, math.nan, out_im)
+    return out_re, out_im
+
+
+def _eagers_branch(x_re, x_im, out_re, out_im, start, dim: int) -> torch.Tensor:
+    """The scan's imaginary parts moved by the multiple of 2 pi that gives eager's.
+
+    A logarithm's imaginary part is fixed only up to 2 pi, and eager's running value picks it
+    by its path: each step's result is the larger term's imaginary part (by real part) plus
+    the angle of 1 + exp(min - max), which lies in [-pi/2, pi/2]. So out_k is within pi/2 of
+    x_k's imaginary part where x_k is the larger term (a reset) and of out_(k-1)'s otherwise,
+    which the scan's values, grouped differently, need not be. With the scan's out_k = eager's
+    - 2 pi m_k: m_k = t_k at a reset and m_(k-1) + t_k otherwise, t_k the whole turns from the
+    scan's out_k to that reference: a recurrence m_k = a_k m_(k-1) + t_k (a_k = 0 at a reset,
+    1 otherwise), itself a scan. Where the real parts tie to rounding and the phases differ by
+    more than pi, the two steps give values 2 pi apart and eager's pick is its rounding's."""
+    prev_re = torch.cat([start[0], out_re.narrow(dim, 0, out_re.shape[dim] - 1)], dim)
+    prev_im = torch.cat([start[1], out_im.narrow(dim, 0, out_im.shape[dim] - 1)], dim)
+    # eager's min/max: x_k is the larger term unless its real part is below the running
+    # value's; -inf meeting -inf gives the running value (eager's min)
+    reset = (x_re >= prev_re) & (x_re > float("-inf"))
+    reference = torch.where(reset, x_im, prev_im)
+    turns = torch.round((reference - out_im) / (2 * math.pi))
+    turns = torch.where(turns.isfinite(), turns, 0.0)  # nan and inf parts take no branch
+    _, m = inclusive_scan(_affine, ((~reset).to(turns.dtype), turns), dim)
+    return out_im + (2 * math.pi) * m
+
+
+def _logcumsumexp_kernel(parts: Any, constants: Any) -> list[torch.Tensor]:
+    # eager's own kernel on the pairs (realify/runtime/complex_lapack.py): its sequential loop
+    # fixes the imaginary part's multiple of 2 pi and every special value, and a scan cannot
+    # reproduce the loop where infinities meet (logcumsumexp_parts). realify.onnx writes the
+    # op as logcumsumexp_parts
+    re, im = parts
+    out = pairs_op(aten.logcumsumexp.default)([True], torch.stack([re, im], -1), int(constants[0]))
+    return [out[..., 0].contiguous(), out[..., 1].contiguous()]
+
+
+def _flip(z: C, dim: int) -> C:
+    return C(z.re.flip(dim), z.im.flip(dim))
+
+
+def _logcumsumexp_grad(inputs: Any, w: Any, g: Any, constants: Any) -> list[C]:
+    # dL/dx_j = sum_{k>=j} g_k conj(exp(x_j - out_k)), as eager's logcumsumexp_backward computes
+    # it: conj(exp(reversed_logcumsumexp(log(conj g) - out) + x)), a reversed scan of the same
+    # rule (so second derivatives are the function's too); g = 0 gives log 0 = -inf, exp -> 0.
+    (z,), dim = inputs, int(constants[0])
+    exp, log = lookup(aten.exp.default).of, lookup(aten.log.default).of
+    reversed_scan = _flip(apply(_LOGCUMSUMEXP, _flip(log(g.conj()) - w, dim), constants=[dim]), dim)
+    return [exp(reversed_scan + z).conj()]
+
+
+# one realify::pointwise op (not pointwise, but its kernel maps the parts to the parts): eager's
+# kernel for the values, eager's derivative formula for autograd, written with the op itself so
+# that second derivatives are eager's too
+_LOGCUMSUMEXP = Formula("logcumsumexp", _logcumsumexp_kernel, _logcumsumexp_grad)
+
+
+@register(aten.logcumsumexp.default)
+def logcumsumexp(self, dim):
+    if not isinstance(self, ComplexTensor):
+        return self.logcumsumexp(dim)
+    re, im = self.re, self.im
+    if re.dim() == 0 or re.numel() == 0:
+        # a 0-d tensor is copied (no step with -inf + 0i), as eager does; empty stays empty
+        return ComplexTensor(re.clone(), im.clone())
+    out = apply(_LOGCUMSUMEXP, C(re, im), constants=[dim % re.dim()])
+    assert isinstance(out, C)
+    return ComplexTensor(out.re, out.im)
 
 
 # ---- variance ----------------------------------------------------------------------------
