@@ -278,6 +278,23 @@ def func_grad_inside(z, w):
     return z * g
 
 
+def write_beside_custom_function(z, w):
+    # an in-place write whose result nothing reads, beside a custom Function: once dropped by
+    # the pass that set the Function aside (realify/engine/custom_functions.py)
+    doubled = Doubled.apply(z)
+    y = z @ w
+    y.mul_(w[0, 0])
+    return y, doubled
+
+
+def hook_beside_write(z, w):
+    y = z @ w
+    y.register_hook(lambda g: g * 2)
+    out = y * 1j
+    out.add_(z.sum())
+    return out
+
+
 ISSUE_PROGRAMS = [detach_max, no_grad_max, inference_mode_max, detach_product, set_grad_enabled_calls,
                   gradient_reversal, straight_through_quantizer, doubled_gradient, hook_doubles, ema_update_of_leaf]
 PROGRAMS = [*ISSUE_PROGRAMS, nested_grad_modes, detached_view_of_pairs, detached_conj_view, write_into_detached_alias,
@@ -285,7 +302,8 @@ PROGRAMS = [*ISSUE_PROGRAMS, nested_grad_modes, detached_view_of_pairs, detached
             no_grad_value_written_into_grad_tensor, no_grad_read_of_a_base_written_through_a_view, saved_for_backward,
             non_differentiable_output, real_and_complex_arguments, hook_reads_the_complex_gradient,
             hook_with_captured_tensor, hooks_in_registration_order, hook_returning_none, hook_on_input,
-            retain_grad_of_intermediate, func_grad_inside, detach_across_graph_break, no_grad_across_graph_break]
+            retain_grad_of_intermediate, func_grad_inside, detach_across_graph_break, no_grad_across_graph_break,
+            write_beside_custom_function, hook_beside_write]
 # dynamo records a hook on an intermediate in the graph from torch 2.15
 HAS_IN_GRAPH_HOOKS = importlib.util.find_spec("torch._higher_order_ops.register_hook") is not None
 

@@ -93,7 +93,11 @@ def functions_as_opaque_calls(gm: fx.GraphModule, decompose: Callable[..., fx.Gr
         call.meta = dict(node.meta)
         node.replace_all_uses_with(call)
         gm.graph.erase_node(node)
-    gm.graph.eliminate_dead_code()
+        # the Function's graphs now live in the op's key; not a dead-code pass over the whole
+        # graph, which would drop in-place method calls whose result nothing reads (v.mul_(w))
+        for graph_node in (forward_node, backward_node):
+            if not graph_node.users:
+                gm.graph.erase_node(graph_node)
     gm.recompile()
     return gm
 
@@ -131,6 +135,8 @@ class _Hooks:
         self.origin[hooked] = y
         self.innermost[y] = call
         self.graph.erase_node(node)
+        if isinstance(_hook, fx.Node) and _hook.op == "get_attr" and not _hook.users:
+            self.graph.erase_node(_hook)  # the hook's graph now lives in the op's key
 
     def _compute_after(self, boundary: fx.Node, y: fx.Node, free: list[fx.Node], node: fx.Node) -> fx.Node:
         """Move what the hook reads (``free``), where it is computed after ``boundary``, to just
