@@ -95,13 +95,6 @@ FIXED_SHAPE = Category(
     _same("resize_"),
 )
 
-# the traced front ends stop before the missing rule, on the output shapes (DATA_DEPENDENT)
-EAGER_NO_RULE = Category(
-    "no planar rule for {} (a least-squares solve through a factorization with no real-only formula yet)",
-    frozenset({EAGER_FE}),
-    {"linalg.lstsq": "aten.linalg_lstsq.default", "linalg.lstsq.grad_oriented": "aten.linalg_lstsq.default"},
-)
-
 # ---- the test harness --------------------------------------------------------------------
 
 # (c) for the compile front ends (compile, inductor). realify.tools.opinfo.run_compile raises
@@ -144,7 +137,7 @@ HARNESS_CALL = Category(
 # Where an op is in two categories on one front end, the earlier category's failure is the one
 # a run meets first (the harness call before tracing, tracing before the missing rule)
 CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE,
-              FIXED_SHAPE, EAGER_NO_RULE)
+              FIXED_SHAPE)
 
 
 def _table(front_end: str, leave_out=frozenset()) -> dict[str, str]:

@@ -65,6 +65,10 @@ for _op in (aten.linalg_qr.default, aten.geqrf.default, aten.linalg_householder_
             aten.linalg_ldl_solve.default):
     register(_op)(lapack_rule(_op))
 register(aten.linalg_ldl_factor_ex.default)(lapack_rule(aten.linalg_ldl_factor_ex.default, frozenset({1, 2})))
+# residuals, rank and singular values are real; the output shapes depend on the values (the
+# residuals are empty unless A is full rank and tall), so only the eager ComplexTensor runs it:
+# traced front ends stop at its fake kernel, and dynamo graph-breaks before it
+register(aten.linalg_lstsq.default)(lapack_rule(aten.linalg_lstsq.default, frozenset({1, 2, 3})))
 for _name in ("linalg_matrix_sqrth", "linalg_polar"):  # ATen ops since torch 2.15
     if hasattr(aten, _name):
         _op = getattr(aten, _name).default
