@@ -145,12 +145,15 @@ def test_special_values_match_eager(dtype):
 
 def test_edges_are_eagers():
     """A 0-d tensor is copied (no step with -inf + 0i, so -inf - 0i stays), an empty dim stays
-    empty, and a real logcumsumexp beside the rule is eager's."""
+    empty, a one-element tensor, and a real logcumsumexp beside the rule is eager's."""
     cases = [
         (lambda t: torch.logcumsumexp(t, 0), torch.tensor(complex(-inf, -0.0))),
         (lambda t: torch.logcumsumexp(t, -1), torch.tensor(complex(1.0, -0.0))),
         (lambda t: torch.logcumsumexp(t, 1), torch.zeros(3, 0, dtype=torch.complex64)),
         (lambda t: torch.logcumsumexp(t, 1), torch.zeros(0, 4, dtype=torch.complex64)),
+        # one element: its parts alone are contiguous views of eager's result
+        (lambda t: torch.logcumsumexp(t.unsqueeze(0), 0), torch.tensor(complex(2.0, -1.5))),
+        (lambda t: torch.logcumsumexp(t, -1), torch.tensor([complex(-0.0, 3.0)])),
         (lambda t: torch.logcumsumexp(t.real, 0) + torch.logcumsumexp(t, 0), torch.randn(5, dtype=torch.complex64)),
     ]
     for fn, x in cases:

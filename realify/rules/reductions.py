@@ -231,7 +231,9 @@ def _logcumsumexp_kernel(parts: Any, constants: Any) -> list[torch.Tensor]:
     # op as logcumsumexp_parts
     re, im = parts
     out = pairs_op(aten.logcumsumexp.default)([True], torch.stack([re, im], -1), int(constants[0]))
-    return [out[..., 0].contiguous(), out[..., 1].contiguous()]
+    # two new tensors: the parts of one pairs tensor alias each other, which a custom op's
+    # outputs may not (a one-element part is contiguous, so .contiguous() would not copy it)
+    return [part.clone(memory_format=torch.contiguous_format) for part in out.unbind(-1)]
 
 
 def _flip(z: C, dim: int) -> C:
