@@ -194,6 +194,13 @@ def _branch_cuts(a, w):
     return torch.sqrt(a) + torch.log(a) * (0.5 - 1j) + a.conj() * w[0, 0]
 
 
+def _scans_and_a_factorization(a, w):
+    # logcumsumexp along the unsharded dim and cumprod along the sharded one; QR of the
+    # replicated weight (eager's kernels on pairs, each rank on its local tensor)
+    q, r = torch.linalg.qr(w)
+    return torch.logcumsumexp(a, 1) + torch.cumprod(a * 0.5, 0) + (a @ q) @ r[:, :1]
+
+
 # name -> (program, first input, first input's placement); inputs: "complex" Gaussian,
 # "real" pairs for view_as_complex, "special" Gaussian with inf, nan and the negative real axis
 # approached from both sides (±0 imaginary parts), "transposed" a non-contiguous view
@@ -205,6 +212,7 @@ DTENSOR_PROGRAMS = {
     "view-as-complex-of-real": (_view_as_complex_of_real, "real", "shard"),
     "branch-cuts-and-special-values": (_branch_cuts, "special", "shard"),
     "non-contiguous-sharded": (_elementwise, "transposed", "shard"),
+    "scans-and-qr": (_scans_and_a_factorization, "complex", "shard"),
 }
 
 
