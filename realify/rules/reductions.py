@@ -1,5 +1,5 @@
-"""Reductions: sum, mean, prod, cumsum, cumprod, logcumsumexp, var/std (and *_mean), vector norms, dist,
-all/any/count_nonzero, logsumexp, trace.
+"""Reductions: sum, mean, prod, cumsum, cumprod, logcumsumexp, var/std (and *_mean), vector
+norms, dist, all/any/count_nonzero, logsumexp, trace.
 
 Sums are linear, so they reduce each part separately. Products of complex numbers are not:
 ``prod`` is ``realify::complex_prod``, whose order of factors (which decides its special
@@ -176,22 +176,20 @@ def logcumsumexp_parts(re: torch.Tensor, im: torch.Tensor, dim: int) -> tuple[to
     out_k = log(e^x_0 + ... + e^x_k). Eager's loop: c = -inf + 0i, c <- logaddexp(x_k, c),
     out_k = c, where logaddexp(a, b) = max + log1p(exp(min - max)), min/max by real part
     (logaddexp_parts is eager's step, nan and infinities included). On finite values the step
-    is associative, so here it is a scan (log2(n) rounds), in the input's precision (ONNX
-    Runtime has no double-precision Atan to accumulate in, as eager's CPU loop does for
-    complex64), the first entry meeting -inf + 0i first as in eager; then the imaginary parts are moved to
-    eager's branch (_eagers_branch), and a nan part spreads to every later entry as eager's
-    loop spreads it. With a +inf real part or an infinite imaginary part the step is not
+    is associative, so here it is a scan (log2(n) rounds) in the input's precision (ONNX
+    Runtime has no double-precision Atan, in which eager's CPU loop accumulates complex64),
+    the first entry meeting -inf + 0i first as in eager. Then the imaginary parts are moved
+    to eager's branch (_eagers_branch), and a nan part spreads to every later entry as in
+    eager's loop. With a +inf real part or an infinite imaginary part the step is not
     associative: past such an entry non-finite results may differ from eager's
     (docs/numerics.md)."""
-    x_re, x_im = re, im
-    head_re = x_re.narrow(dim, 0, 1)
+    head_re = re.narrow(dim, 0, 1)
     start = (torch.full_like(head_re, float("-inf")), torch.zeros_like(head_re))
-    first = logaddexp_parts(*_narrow_parts(x_re, x_im, dim, 0, 1), *start)
-    n = x_re.shape[dim]
-    scanned = (torch.cat([first[0], x_re.narrow(dim, 1, n - 1)], dim),
-               torch.cat([first[1], x_im.narrow(dim, 1, n - 1)], dim))
+    first = logaddexp_parts(*_narrow_parts(re, im, dim, 0, 1), *start)
+    n = re.shape[dim]
+    scanned = tuple(torch.cat([head, part.narrow(dim, 1, n - 1)], dim) for head, part in zip(first, (re, im)))
     out_re, out_im = inclusive_scan(logaddexp_parts, scanned, dim)
-    out_im = _eagers_branch(x_re, x_im, out_re, out_im, start, dim)
+    out_im = _eagers_branch(re, im, out_re, out_im, start, dim)
     # eager's step gives nan + nan i once its running value holds a nan part (inf + nan i
     # from two infinite terms, say): every entry after the first such one
     has_nan = (out_re.isnan() | out_im.isnan()).to(out_re.dtype)
@@ -207,11 +205,12 @@ def _eagers_branch(x_re, x_im, out_re, out_im, start, dim: int) -> torch.Tensor:
     by its path: each step's result is the larger term's imaginary part (by real part) plus
     the angle of 1 + exp(min - max), which lies in [-pi/2, pi/2]. So out_k is within pi/2 of
     x_k's imaginary part where x_k is the larger term (a reset) and of out_(k-1)'s otherwise,
-    which the scan's values, grouped differently, need not be. With the scan's out_k = eager's
-    - 2 pi m_k: m_k = t_k at a reset and m_(k-1) + t_k otherwise, t_k the whole turns from the
-    scan's out_k to that reference: a recurrence m_k = a_k m_(k-1) + t_k (a_k = 0 at a reset,
-    1 otherwise), itself a scan. Where the real parts tie to rounding and the phases differ by
-    more than pi, the two steps give values 2 pi apart and eager's pick is its rounding's."""
+    which the scan's values, grouped differently, need not be. Eager's out_k is the scan's plus
+    2 pi m_k, where m_k = t_k at a reset and m_(k-1) + t_k otherwise, t_k the whole turns from
+    the scan's out_k to that reference: a recurrence m_k = a_k m_(k-1) + t_k (a_k = 0 at a
+    reset, 1 otherwise), itself a scan. Where the real parts tie to rounding and the phases
+    differ by more than pi, the two steps give values 2 pi apart, and which one eager takes is
+    decided by its rounding."""
     prev_re = torch.cat([start[0], out_re.narrow(dim, 0, out_re.shape[dim] - 1)], dim)
     prev_im = torch.cat([start[1], out_im.narrow(dim, 0, out_im.shape[dim] - 1)], dim)
     # eager's min/max: x_k is the larger term unless its real part is below the running
