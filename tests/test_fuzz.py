@@ -58,7 +58,7 @@ import realify
 C64, C128 = torch.complex64, torch.complex128
 INF, NAN = math.inf, math.nan
 
-# Features that a known bug kept off, each with that bug. True keeps a feature off; the three
+# Features that a known bug kept off, each with that bug. True keeps a feature off; those
 # that are on were known bugs fixed while the fuzzer was written (each ran 250-300 programs
 # clean once on). Turning one off again hides its bug from the fuzzer.
 KEEP_OFF = {
@@ -74,6 +74,10 @@ KEEP_OFF = {
     # reshape/flatten of an expanded view, returned with a view of the same input: once rebuilt
     # as a view of the input (test_expanded_reshape_and_view_outputs)
     "reshape_of_expanded": False,  # fixed: on
+    # cumprod's gradient where a row holds a zero and an infinite or nan part: nan in realify,
+    # whose derivative is autograd through the running product (0 * inf), finite in eager,
+    # whose formula leaves the zero's own factor out (realify/rules/reductions.py, not fixed)
+    "cumprod_of_infinities": True,
 }
 
 class FuzzScaled(torch.autograd.Function):
@@ -458,7 +462,7 @@ class Builder:
         if v is None:
             return self.op_unary()
         fn = self.draw(st.sampled_from(["cumsum", "cumprod", "logcumsumexp"]))
-        if fn == "cumprod" and KEEP_OFF["prod_of_infinities"] and not v.finite:
+        if fn == "cumprod" and KEEP_OFF["cumprod_of_infinities"] and not v.finite:
             fn = "cumsum"
         dim = self.draw(st.integers(-len(v.shape), len(v.shape) - 1))
         n = max(v.shape[dim], 1)
@@ -611,7 +615,9 @@ class Builder:
             self.emit(f"FuzzPassThrough.apply({v.name})", v.bound, signed=v.signed)
         else:  # a hook: the gradient of every reader of the value, scaled and conjugated
             # (a program run without gradients, as the fuzzer's references are, registers none)
-            self.emit("", v.bound, line=(f"{{name}} = {v.name} * 1\nif {{name}}.requires_grad:\n"
+            # on a copy (an intermediate): not v * 1, a product with a real operand, which
+            # realify takes per part (C99) and eager through a complex product
+            self.emit("", v.bound, line=(f"{{name}} = {v.name}.clone()\nif {{name}}.requires_grad:\n"
                                          f"    {{name}}.register_hook(lambda g: g.conj() * {s!r})"), signed=v.signed)
 
     def op_real(self) -> None:
