@@ -74,9 +74,9 @@ KEEP_OFF = {
     # reshape/flatten of an expanded view, returned with a view of the same input: once rebuilt
     # as a view of the input (test_expanded_reshape_and_view_outputs)
     "reshape_of_expanded": False,  # fixed: on
-    # cumprod's gradient where a row holds a zero and an infinite or nan part: nan in realify,
-    # whose derivative is autograd through the running product (0 * inf), finite in eager,
-    # whose formula leaves the zero's own factor out (realify/rules/reductions.py, not fixed)
+    # cumprod's gradient where a row holds a zero followed by an infinite part: nan for the
+    # later entries in realify, whose derivative is autograd through the running product
+    # (0 * inf), 0 in eager's formula (realify/rules/reductions.py, docs/limits.md; not fixed)
     "cumprod_of_infinities": True,
 }
 
