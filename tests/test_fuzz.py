@@ -80,6 +80,11 @@ KEEP_OFF = {
     "cumprod_of_infinities": True,
 }
 
+def _product_bound(bound: float, n: int) -> float:
+    """A bound on the magnitude of a product of ``n`` values bounded by ``bound``."""
+    return bound ** n if bound < 1e15 else INF
+
+
 class FuzzScaled(torch.autograd.Function):
     """A product with a constant whose backward is not its derivative: another constant."""
 
@@ -451,11 +456,15 @@ class Builder:
             # realify does per part ((inf + 4j) / 3 = inf + 1.33j; eager divides by 3 + 0j
             # and gets inf + nanj): values with infinite parts are summed instead
             fn = "sum"
-        dim = self.draw(st.integers(-len(v.shape), len(v.shape) - 1))
+        dim, n = self._dim_of(v)
         keepdim = self.draw(st.booleans())
-        n = max(v.shape[dim], 1)
-        bound = {"sum": n * v.bound, "mean": v.bound, "prod": v.bound ** n if v.bound < 1e15 else INF}[fn]
+        bound = {"sum": n * v.bound, "mean": v.bound, "prod": _product_bound(v.bound, n)}[fn]
         self.emit(f"{v.name}.{fn}(dim={dim}{', keepdim=True' if keepdim else ''})", bound, signed=False)
+
+    def _dim_of(self, v: Var) -> tuple[int, int]:
+        """A dim of ``v`` to reduce or scan along, and its size (at least 1)."""
+        dim = self.draw(st.integers(-len(v.shape), len(v.shape) - 1))
+        return dim, max(v.shape[dim], 1)
 
     def op_scan(self) -> None:
         v = self.pick(pred=lambda v: len(v.shape) >= 1)
@@ -464,11 +473,10 @@ class Builder:
         fn = self.draw(st.sampled_from(["cumsum", "cumprod", "logcumsumexp"]))
         if fn == "cumprod" and KEEP_OFF["cumprod_of_infinities"] and not v.finite:
             fn = "cumsum"
-        dim = self.draw(st.integers(-len(v.shape), len(v.shape) - 1))
-        n = max(v.shape[dim], 1)
+        dim, n = self._dim_of(v)
         # logcumsumexp: |out| <= max|re z| + log n + |imaginary part|, which eager's loop does
         # not wrap: no bound worth carrying
-        bound = {"cumsum": n * v.bound, "cumprod": v.bound ** n if v.bound < 1e15 else INF}.get(fn, INF)
+        bound = {"cumsum": n * v.bound, "cumprod": _product_bound(v.bound, n)}.get(fn, INF)
         self.emit(f"torch.{fn}({v.name}, dim={dim})", bound, signed=False)
 
     def op_island(self) -> None:
