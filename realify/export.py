@@ -35,6 +35,7 @@ from torch.utils._pytree import SequenceKey, keystr, tree_flatten, tree_flatten_
 from torch.utils._sympy.numbers import int_oo
 
 from .engine.decompose import decompose
+from .engine.size_conditions import SizeConditions
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 from .passes.cleanup import copies_to_views
 from .runtime.aliasing import OutputView
@@ -93,17 +94,18 @@ def export(
     trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
     try:
         # standard ops only (no pair_products): no realify::cmul_pairs, which other runtimes would not know
-        real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
+        with SizeConditions(trace_inputs) as conditions:
+            real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
     except MissingRuleError as err:
         raise _for_export(err) from None
+    conditions.refuse(complex_ep, _constraint_violation)
 
     flat_args, in_spec = tree_flatten((args, kwargs))
     real_args, real_kwargs = tree_unflatten([_interleave(x, truncate_double) for x in flat_args], in_spec)
     wiring = _Wiring(complex_ep, signature_of(real_gm).mutated_inputs)
     copies_to_views(real_gm, keep_copies=wiring.writes)
     wrapper = _RealProgram(real_gm, wiring, _RealState(complex_ep, truncate_double), _forward_signature(module))
-    shapes = _real_dynamic_shapes(placeholders, complex_ep, real_args, real_kwargs)
-    real_ep = torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
+    real_ep = _export_real(wrapper, placeholders, complex_ep, real_args, real_kwargs)
     check_real_program(real_ep)
     signature = Boundary(
         inputs=tuple(x.dtype if is_complex(x) else None for x in flat_args),
@@ -347,6 +349,19 @@ def _trace_input(value: Any, truncate_double: bool) -> Any:
         return value.to(_narrow(value.dtype, truncate_double)).contiguous()
 
 
+def _constraint_violation(conditions: str) -> Exception:
+    """torch.export's constraint violation, for conditions on dynamic sizes that realify's real
+    program holds only under (:class:`~realify.engine.size_conditions.SizeConditions`)."""
+    from torch._dynamo.exc import UserError, UserErrorType
+
+    return UserError(
+        UserErrorType.CONSTRAINT_VIOLATION,
+        "Constraints violated by realify's real program: it is right only where these conditions on dynamic "
+        f"sizes hold, which the requested ranges do not ensure:\n{conditions}\nA rule realify has for an op of the "
+        "program needs the size as a number. Export with those dims static (Dim.STATIC, or the example's size); "
+        "docs/limits.md lists the ops known to need it.")
+
+
 def _for_export(err: MissingRuleError) -> MissingRuleError:
     """The same error, with advice that fits export (no eager islands, no strict=False)."""
     return MissingRuleError(err.op, where=err.where, detail=err.detail, advice=_EXPORT_ADVICE)
@@ -529,9 +544,30 @@ def _output_dtypes(ep: ExportedProgram) -> tuple[torch.dtype | None, ...]:
     return tuple(dtypes)
 
 
-def _real_dynamic_shapes(placeholders: list[fx.Node], ep: ExportedProgram, real_args, real_kwargs) -> Any:
+def _export_real(wrapper: torch.nn.Module, placeholders: list[fx.Node], ep: ExportedProgram, real_args,
+                 real_kwargs) -> ExportedProgram:
+    """The real program exported with the complex program's dynamic sizes: as named Dims with
+    their ranges, or, where the complex program also holds conditions a range cannot state (a
+    view's ``n != 25``, which torch.export keeps as a run-time check of its own), as
+    ``Dim.DYNAMIC`` hints with those ranges. Any condition of realify's own was refused before
+    (:class:`_SizeGuards`), so either way the real program is dynamic where the complex one is."""
+    from torch._dynamo.exc import UserError
+
+    shapes = _real_dynamic_shapes(placeholders, ep, real_args, real_kwargs)
+    try:
+        return torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
+    except UserError:
+        if shapes is None:
+            raise
+    shapes = _real_dynamic_shapes(placeholders, ep, real_args, real_kwargs, hints=True)
+    return torch.export.export(wrapper, real_args, real_kwargs, dynamic_shapes=shapes, strict=False)
+
+
+def _real_dynamic_shapes(placeholders: list[fx.Node], ep: ExportedProgram, real_args, real_kwargs,
+                         hints: bool = False) -> Any:
     """The dynamic shapes of the real program: each symbolic size of the complex program's
-    user inputs becomes a Dim with the same name and range; the trailing 2 stays static."""
+    user inputs becomes a Dim with the same name and range (``Dim.DYNAMIC`` with that range
+    where ``hints``); the trailing 2 stays static."""
     user_nodes = [n for n, s in zip(placeholders, ep.graph_signature.input_specs) if s.kind is InputKind.USER_INPUT]
     if not any(isinstance(d, torch.SymInt) for n in user_nodes for d in _shape(n.meta.get("val"))):
         return None
@@ -542,7 +578,7 @@ def _real_dynamic_shapes(placeholders: list[fx.Node], ep: ExportedProgram, real_
         value = node.meta.get("val")
         if not isinstance(real, torch.Tensor):
             continue
-        spec = [_dim_for(d, ep, dims) for d in _shape(value)]
+        spec = [_dim_for(d, ep, dims, hints) for d in _shape(value)]
         if real.dim() == len(spec) + 1:
             spec.append(None)
         shapes[real] = tuple(spec)
@@ -553,7 +589,7 @@ def _shape(value: Any) -> tuple:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
 
 
-def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any]) -> Any:
+def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any], hint: bool) -> Any:
     if not isinstance(size, torch.SymInt):
         return None
     expr = size.node.expr
@@ -565,7 +601,10 @@ def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any]) -> Any:
         lower = _finite(bounds.lower) if bounds is not None else None
         upper = _finite(bounds.upper) if bounds is not None else None
         lower = lower or 0
-        dims[name] = Dim(name, min=lower, max=upper) if upper is not None else Dim(name, min=lower)
+        if hint:
+            dims[name] = Dim.DYNAMIC(min=lower, max=upper) if upper is not None else Dim.DYNAMIC(min=lower)
+        else:
+            dims[name] = Dim(name, min=lower, max=upper) if upper is not None else Dim(name, min=lower)
     return dims[name]
 
 

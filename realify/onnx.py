@@ -25,6 +25,7 @@ import onnx_ir as ir
 import torch
 from onnxscript import opset20 as op
 
+from .engine.size_conditions import SizeConditions
 from .errors import NoOnnxFormError
 from .export import export
 from .rules import bunch_kaufman, householder, jacobi, lu, reductions, singular
@@ -104,7 +105,11 @@ def to_onnx(
         ep = export(program, args, kwargs, dynamic_shapes=dynamic_shapes, truncate_double=truncate_double)
     # realify::pointwise carries a derivative formula, which ONNX has no use for: its kernel's
     # real ops go to torch.onnx instead
-    ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions()})
+    exported = ep
+    placeholders = [n.meta.get("val") for n in ep.graph.find_nodes(op="placeholder")]
+    with SizeConditions(placeholders) as conditions:
+        ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions()})
+    conditions.refuse(exported, _needs_static_sizes)
     _check_onnx_forms(ep)
     table = {**onnx_translation_table(), **(custom_translation_table or {})}
     onnx_options.setdefault("opset_version", OPSET)
@@ -472,6 +477,14 @@ NO_ONNX_FORM = {
                   "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data; "
                   "for a Hermitian or real symmetric matrix, linalg.eigh (or eigvalsh) exports",
 }
+
+
+def _needs_static_sizes(conditions: str) -> NoOnnxFormError:
+    return NoOnnxFormError(
+        "an op of the program with dynamic sizes",
+        "its real-arithmetic form for ONNX (an LU, a substitution or a factorization unrolled over the matrix's "
+        f"rows) is written for one size, and holds only where these conditions hold:\n{conditions}\nExport with "
+        "the matrix dims static (leading batch dims may stay dynamic)")
 
 
 def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:

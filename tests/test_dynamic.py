@@ -71,3 +71,131 @@ def test_workload_with_dynamic_shapes(name, train):
         return (out, torch.autograd.grad(out, leaves)) if train else out
 
     _assert_like_eager(run(compiled), run(fn), rtol=1e-4, atol=1e-5)
+
+
+# ---- sizes that turn symbolic: the programs users met --------------------------------------
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def _custom_function(z):
+    return _Double.apply(z) * 1j
+
+
+def _phase_table(x):
+    # a complex tensor sized only by a symbolic size (rotary tables, state vectors)
+    return torch.exp(1j * torch.arange(x.shape[1]))
+
+
+def _precompute_freqs_cis(x, theta):
+    # Llama's rotary table: a Python float made symbolic, a slice bounded by a symbolic size
+    dim, end = 2 * x.shape[-1], x.shape[-2]
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    angles = torch.outer(torch.arange(end, device=freqs.device), freqs).float()
+    return x * torch.polar(torch.ones_like(angles), angles)
+
+
+_PROGRAMS = {
+    "custom-function": (_custom_function,
+                        lambda n: (torch.randn(2, n, dtype=torch.complex64, requires_grad=True),)),
+    "phase-table": (_phase_table, lambda n: (torch.randn(n, n + 1),)),
+    "llama-freqs": (_precompute_freqs_cis, lambda n: (torch.randn(2, n, 8, dtype=torch.complex64, requires_grad=True),
+                                                     10000.0 + n)),
+}
+
+
+def _graphs_kept(fn) -> int:
+    """The graphs dynamo keeps for ``fn`` (one per guard set: a recompile adds one; a restart of
+    the same compile, as for a Python float specialized while compiling, does not)."""
+    code = (fn.forward if isinstance(fn, torch.nn.Module) else fn).__code__
+    return len(torch._dynamo.eval_frame._debug_get_cache_entry_list(code))
+
+
+def _aot_eager(gm, example_inputs):
+    return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+
+def _realify_recording(gm, example_inputs):
+    return realify.realify_backend(gm, example_inputs, inner=RecordingInner(), strict=True)
+
+
+def _check_calls(fn, calls, dynamic, rtol=1e-5, atol=1e-5) -> dict[str, int]:
+    """``fn`` compiled by AOTAutograd's eager backend (the default backend's capture and
+    autograd, without Inductor's code generation) and by realify, each called with every
+    argument tuple of ``calls``: eager's values, and the gradients of every input and parameter
+    that requires them; the graphs each kept."""
+    params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
+    counts = {}
+    for name, backend in (("aot_eager", _aot_eager), ("realify", _realify_recording)):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
+        for args in calls:
+            out, expected = compiled(*args), fn(*args)
+            _assert_like_eager(out, expected, rtol=rtol, atol=atol)
+            leaves = params + [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            if leaves:
+                def loss(y):
+                    return (torch.view_as_real(y) if y.is_complex() else y).square().sum()
+                _assert_like_eager(torch.autograd.grad(loss(out), leaves),
+                                   torch.autograd.grad(loss(expected), leaves), rtol=rtol, atol=10 * atol)
+        counts[name] = _graphs_kept(fn)
+    torch._dynamo.reset()
+    return counts
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
+@pytest.mark.parametrize("name", list(_PROGRAMS))
+def test_program_at_three_sizes(name, dynamic):
+    """Each compiles at three sizes in a row with eager's values and gradients, keeping no more
+    graphs than the default backend's capture does."""
+    fn, make = _PROGRAMS[name]
+    counts = _check_calls(fn, [make(n) for n in (16, 24, 40)], dynamic)
+    assert counts["realify"] <= counts["aot_eager"], counts
+
+
+def _rotary_attention(q, k, v, freqs):
+    q, k = apply_rotary_emb(q, k, freqs)
+    return torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+
+
+class _SpectralConv(torch.nn.Module):
+    def __init__(self, channels=4, modes=5):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(channels, channels, modes, dtype=torch.cfloat) / channels)
+
+    def forward(self, x):
+        spectrum = torch.fft.rfft(x)[..., : self.weight.shape[-1]]
+        return torch.fft.irfft(torch.einsum("bim,iom->bom", spectrum, self.weight), n=x.shape[-1])
+
+
+_LAYERS = {
+    "linear": (lambda: torch.nn.Linear(8, 6, dtype=torch.complex64),
+               lambda b: (torch.randn(b, 5, 8, dtype=torch.complex64),)),
+    "conv1d": (lambda: torch.nn.Conv1d(3, 4, 3, dtype=torch.complex64),
+               lambda b: (torch.randn(b, 3, 12, dtype=torch.complex64),)),
+    "conv2d": (lambda: torch.nn.Conv2d(2, 3, 3, padding=1, dtype=torch.complex64),
+               lambda b: (torch.randn(b, 2, 6, 6, dtype=torch.complex64),)),
+    "rotary-attention": (lambda: _rotary_attention,
+                         lambda b: (torch.randn(b, 6, 2, 16), torch.randn(b, 6, 2, 16), torch.randn(b, 6, 2, 16),
+                                    rotary_freqs(6, 16))),
+    "spectral-conv": (_SpectralConv, lambda b: (torch.randn(b, 4, 32),)),
+}
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
+@pytest.mark.parametrize("name", list(_LAYERS))
+def test_layer_over_four_batch_sizes(name, dynamic):
+    """Training over four batch sizes: eager's values and gradients, and no more graphs kept
+    than with the default backend's capture."""
+    make_layer, make_inputs = _LAYERS[name]
+    torch.manual_seed(0)
+    counts = _check_calls(make_layer(), [make_inputs(b) for b in (2, 3, 5, 8)], dynamic, rtol=1e-4)
+    assert counts["realify"] <= counts["aot_eager"], counts

@@ -52,6 +52,7 @@ class _RealFunction:
     outputs: list[torch.Tensor]
     non_differentiable: list[int]
     saved_for_backward: list[int]
+    size_positions: list[int]  # where among the operands the (symbolic) integers go
 
 
 _FUNCTIONS: dict[int, _RealFunction] = {}
@@ -59,13 +60,15 @@ _KEYS = itertools.count()
 
 
 @torch.library.custom_op("realify::custom_function", mutates_args=())
-def custom_function(key: int, args: list[torch.Tensor]) -> list[torch.Tensor]:
+def custom_function(key: int, args: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
+    """``args`` are the Function's tensor operands, ``sizes`` its integer ones (symbolic sizes
+    dynamo passes where a Function reads a size of a tensor with symbolic sizes)."""
     raise RuntimeError("realify::custom_function stands for a custom autograd.Function inside a trace; "
                        "it never runs")
 
 
 @custom_function.register_fake
-def _(key, args):
+def _(key, args, sizes):
     return [torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device) for o in _FUNCTIONS[key].outputs]
 
 
@@ -88,8 +91,11 @@ def functions_as_opaque_calls(gm: fx.GraphModule, decompose: Callable[..., fx.Gr
         forward_node, backward_node, *operands = node.args
         key = _decompose_function(decompose, _module(gm, forward_node), _module(gm, backward_node),
                                   [_value(a) for a in operands], dict(node.kwargs), node)
+        positions = _FUNCTIONS[key].size_positions
+        tensors = [a for i, a in enumerate(operands) if i not in positions]
         with gm.graph.inserting_before(node):
-            call = gm.graph.call_function(custom_function._opoverload, (key, list(operands)))
+            call = gm.graph.call_function(custom_function._opoverload,
+                                          (key, tensors, [operands[i] for i in positions]))
         call.meta = dict(node.meta)
         node.replace_all_uses_with(call)
         gm.graph.erase_node(node)
@@ -122,7 +128,7 @@ class _Hooks:
         anchor = self._compute_after(y if previous is None else previous.prev, y,
                                      [f for f in free if isinstance(f, fx.Node)], node)
         with self.graph.inserting_after(anchor):
-            call = self.graph.call_function(custom_function._opoverload, (key, [y, *free]))
+            call = self.graph.call_function(custom_function._opoverload, (key, [y, *free], []))
         with self.graph.inserting_after(call):
             hooked = self.graph.call_function(operator.getitem, (call, 0))
         call.meta, hooked.meta = dict(node.meta), dict(node.meta)
@@ -204,9 +210,13 @@ def _decompose_function(decompose: Callable[..., fx.GraphModule], forward: fx.Gr
                                detail="a custom autograd.Function that marks an input dirty (ctx.mark_dirty, an "
                                       "in-place forward)",
                                advice="return a new tensor from the Function's forward instead of writing its input")
-    if not all(isinstance(x, torch.Tensor) for x in operands):
+    size_positions = [i for i, x in enumerate(operands) if isinstance(x, (int, torch.SymInt))]
+    if not all(isinstance(x, torch.Tensor) for i, x in enumerate(operands) if i not in size_positions):
         raise MissingRuleError(higher_order.autograd_function_apply, where=where,
-                               detail="a custom autograd.Function called with a non-tensor argument")
+                               detail="a custom autograd.Function called with an argument that is neither a tensor "
+                                      "nor an integer",
+                               advice="pass tensors and integers (sizes) to the Function; compute other values "
+                                      "inside it")
     operands = [_grad_free(x) for x in operands]
     outputs, saved = (list(values) for values in forward(*operands))  # fakes: only their metadata is read
     real_forward = decompose(forward, operands, inputs="interleaved", outputs="interleaved")
@@ -223,7 +233,7 @@ def _decompose_function(decompose: Callable[..., fx.GraphModule], forward: fx.Gr
                                           "for a real input", advice="return a real gradient for each real input")
     key = next(_KEYS)
     _FUNCTIONS[key] = _RealFunction(real_forward, real_backward, outputs, list(options["non_differentiable_idx"]),
-                                    list(options["saved_for_backward_idx"]))
+                                    list(options["saved_for_backward_idx"]), size_positions)
     return key
 
 
@@ -280,12 +290,15 @@ def release_functions(gm: fx.GraphModule) -> None:
         _FUNCTIONS.pop(node.args[0], None)
 
 
-def planar_function_call(key: int, args: Sequence[Any], as_real: Any, from_real: Any) -> list[Any]:
+def planar_function_call(key: int, args: Sequence[Any], sizes: Sequence[Any], as_real: Any,
+                         from_real: Any) -> list[Any]:
     """The planarizing trace's node for ``realify::custom_function``: ``autograd_function_apply``
-    on the real graphs, each complex operand passed as its pairs (``as_real``), each complex
-    result taken from its pairs (``from_real``)."""
+    on the real graphs, each complex operand passed as its pairs (``as_real``), each integer
+    where the program passed it, each complex result taken from its pairs (``from_real``)."""
     function = _FUNCTIONS[key]
-    real_args = [as_real(a) for a in args]
+    tensors, integers = iter([as_real(a) for a in args]), iter(sizes)
+    real_args = [next(integers) if i in function.size_positions else next(tensors)
+                 for i in range(len(args) + len(sizes))]
     mode = get_proxy_mode()
     with disable_proxy_modes_tracing():
         fake_out = function.forward(*real_args)[0]

@@ -47,7 +47,7 @@ from ..runtime.boundary import (
     is_complex,
 )
 from .custom_functions import functions_as_opaque_calls, release_functions
-from .dynamo_graph import DynamoGraphRunner, SourceLines
+from .dynamo_graph import DynamoGraphRunner, SourceLines, SymbolicForms
 from .grad_semantics import GradSemantics
 from .planarize import planarize, symbolic
 
@@ -153,11 +153,17 @@ def decompose(
 
 
 def _fake_mode_of(example_inputs: Sequence[Any]) -> FakeTensorMode:
-    """The fake mode of fake example inputs (symbolic shapes stay symbolic); for real
-    inputs a fresh static one, so that shapes are specialized exactly as the caller's."""
+    """The fake mode of fake example inputs (symbolic shapes stay symbolic), or of the trace
+    that calls realify (dynamo's, where a graph's only inputs are symbolic sizes, whose
+    symbols only that mode's ShapeEnv knows); for real inputs a fresh static one, so that
+    shapes are specialized exactly as the caller's."""
     for x in example_inputs:
         if isinstance(x, torch._subclasses.FakeTensor):
             return x.fake_mode
+    if any(isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) for x in example_inputs):
+        context = torch._guards.TracingContext.try_get()
+        if context is not None and context.fake_mode is not None:
+            return context.fake_mode
     # a ShapeEnv lets data-dependent ops (nonzero, masked_select) trace with unbacked sizes;
     # inputs are still fakified with static shapes (see _to_fake)
     return FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
@@ -183,8 +189,11 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
     if isinstance(program, fx.GraphModule):
         program = functions_as_opaque_calls(program, decompose)
 
+    symbolic_trace = symbolic(fake_inputs)
+
     def flat_program(*args):
-        with MarkAutocastProducts() if mark_autocast else nullcontext():
+        with MarkAutocastProducts() if mark_autocast else nullcontext(), \
+                SymbolicForms() if symbolic_trace else nullcontext():
             if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
                 holder["grad"] = GradSemantics(args, requires_grad)
                 result = DynamoGraphRunner(program, holder["grad"]).run(*args)
@@ -203,7 +212,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
             )(*fake_inputs)
 
     try:
-        traced = trace(python_dispatcher=symbolic(fake_inputs))
+        traced = trace(python_dispatcher=symbolic_trace)
     except DataDependentOutputException:
         # a C++ composite read a tensor value (istft's window check): with the Python
         # dispatcher it runs its Python decomposition instead, which traces (as dynamo does).

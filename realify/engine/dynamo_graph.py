@@ -102,16 +102,20 @@ def source_line(node: fx.Node | None) -> str | None:
     (:class:`SourceLines`). Graphs built by hand have none: the node's name is all there is."""
     if node is None:
         return None
-    trace = node.meta.get("stack_trace")
-    if trace:
-        frames = _FRAME.findall(trace)
-        if frames:
-            filename, line, function, code = frames[-1]
-            where = f"{filename}:{line} in {function}"
-            return f"{where}: {code.strip()}" if code.strip() else where
-        lines = [text.strip() for text in trace.strip().splitlines() if text.strip()]
-        return " | ".join(lines[-2:])
-    return f"graph node {node.name} (no source line was recorded)"
+    return line_of_trace(node.meta.get("stack_trace")) or f"graph node {node.name} (no source line was recorded)"
+
+
+def line_of_trace(trace: str | None) -> str | None:
+    """The innermost frame of a recorded stack trace, as :func:`source_line` gives it."""
+    if not trace:
+        return None
+    frames = _FRAME.findall(trace)
+    if frames:
+        filename, line, function, code = frames[-1]
+        where = f"{filename}:{line} in {function}"
+        return f"{where}: {code.strip()}" if code.strip() else where
+    lines = [text.strip() for text in trace.strip().splitlines() if text.strip()]
+    return " | ".join(lines[-2:])
 
 
 def source_location(node: fx.Node | None) -> tuple[str, int] | None:
@@ -153,3 +157,26 @@ class SourceLines(torch.overrides.TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         finally:
             fx_traceback.set_stack_trace([before] if before else [])
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    # ATen's linear of an input of 3 or more dims with a bias: x flattened to a matrix,
+    # bias + x w^T in one addmm, the result viewed back. Its C++ kernel reads the sizes as
+    # integers under functionalization, which fixes symbolic ones to their example values.
+    if bias is None or x.dim() < 3:
+        return torch.ops.aten.linear.default(x, weight, bias)
+    out = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.t())
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
+class SymbolicForms(torch.overrides.TorchFunctionMode):
+    """Ops whose C++ composite kernels read sizes as integers (fixing symbolic sizes to the
+    example's, so a program exported with a dynamic dim or compiled for a second shape would
+    be baked to one size) run as Python compositions of the same ATen ops that keep sizes
+    symbolic. Active in symbolic traces only."""
+
+    _FORMS: ClassVar[dict[Any, Any]] = {torch._C._nn.linear: _linear, torch.ops.aten.linear.default: _linear}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        # the mode is off while it handles a call: the composition's own ops go straight on
+        return self._FORMS.get(func, func)(*args, **(kwargs or {}))

@@ -35,11 +35,13 @@ aten = torch.ops.aten
 
 
 def symbolic(inputs: list[Any]) -> bool:
-    """Whether any input has symbolic sizes (dynamic shapes, or dynamo's automatic dynamic
-    recompile after a size changed). Such traces need the Python dispatcher, as AOTAutograd
-    uses: some C++ kernels read concrete sizes or offsets (a complex slice's
-    ``storage_offset()``, ``constant_pad_nd``'s pads) and raise on symbolic ones."""
-    return any(isinstance(x, torch.Tensor) and free_symbols(x) for x in inputs)
+    """Whether any input has symbolic sizes or is a symbolic number (dynamic shapes, or dynamo's
+    automatic dynamic recompile after a size changed, which passes sizes as inputs of their
+    own). Such traces need the Python dispatcher, as AOTAutograd uses: some C++ kernels read
+    concrete sizes or offsets (a complex slice's ``storage_offset()``, ``constant_pad_nd``'s
+    pads) and raise on symbolic ones."""
+    return any(isinstance(x, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)) and free_symbols(x)
+               for x in inputs)
 
 
 def planarize(functional: fx.GraphModule, signature: Boundary, boundary_inputs: list[Any], on_missing,

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.fx.experimental.symbolic_shapes import guard_or_false
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .autocast import tagged_dtype
 from .cleanup import call_on_fakes, keep_unread
@@ -98,7 +98,7 @@ def _cross_terms(add: fx.Node, products: dict, same: dict):
 
 def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
     # sizes may be symbolic: equal where provably so (no guard is added)
-    return a.dim() == b.dim() and all(guard_or_false(x == y) for x, y in zip(a.shape, b.shape))
+    return a.dim() == b.dim() and all(statically_known_true(x == y) for x, y in zip(a.shape, b.shape))
 
 
 def _is_product(node: Any) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
-from torch.fx.experimental.symbolic_shapes import guard_or_false
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 aten = torch.ops.aten
 
@@ -66,14 +66,14 @@ def _no_unit_stride(x: Any) -> bool:
     val = fake_value(x)
     if not isinstance(val, torch.Tensor) or val.dim() < 2:
         return False
-    return all(guard_or_false(val.stride(d) != 1) and guard_or_false(val.shape[d] > 1) for d in (-1, -2))
+    return all(statically_known_true(val.stride(d) != 1) and statically_known_true(val.shape[d] > 1) for d in (-1, -2))
 
 
 def _computed_by_inductor(x: Any) -> bool:
     """A batch of matrices (more than one, none of them a vector) computed by an Inductor
     kernel: a pointwise aten op, or a view of one."""
     val = fake_value(x)
-    if not (isinstance(val, torch.Tensor) and val.dim() == 3 and all(guard_or_false(n > 1) for n in val.shape)):
+    if not (isinstance(val, torch.Tensor) and val.dim() == 3 and all(statically_known_true(n > 1) for n in val.shape)):
         return False
     while isinstance(x, fx.Node) and x.op == "call_function" and isinstance(x.target, torch._ops.OpOverload):
         if torch.Tag.pointwise in x.target.tags:

@@ -64,7 +64,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.fx.experimental.symbolic_shapes import guard_or_false
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..runtime import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
 from .autocast import tagged_dtype
@@ -429,7 +429,7 @@ def pair_part(node: Any) -> tuple[fx.Node, int] | None:
     pairs, dim, k = node.args
     p = pairs.meta.get("val") if isinstance(pairs, fx.Node) else None
     if not (isinstance(p, torch.Tensor) and p.dim() >= 1 and p.is_floating_point()
-            and guard_or_false(p.shape[-1] == 2) and _dim(dim, p.dim()) == p.dim() - 1
+            and statically_known_true(p.shape[-1] == 2) and _dim(dim, p.dim()) == p.dim() - 1
             and isinstance(k, int) and k in (0, 1, -2, -1)):
         return None
     return pairs, k % 2

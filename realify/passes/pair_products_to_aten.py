@@ -40,7 +40,7 @@ import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._prims_common import is_contiguous_or_false
-from torch.fx.experimental.symbolic_shapes import guard_or_false
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..runtime import ops as _ops  # noqa: F401  (registers realify::cmul_pairs and cmm_pairs, which this pass rewrites)
 from .gemm_operands import contiguous_operand, fake_value
@@ -66,7 +66,7 @@ class PairProductsToATen(CustomGraphPass):
 def _lower(graph: fx.Graph, node: fx.Node, factors: dict) -> None:
     a, b, conj_a, conj_b = node.args
     if node.target is torch.ops.realify.cmm_pairs.default:
-        if guard_or_false(a.meta["val"].shape[-2] == 1):
+        if statically_known_true(a.meta["val"].shape[-2] == 1):
             _lower_outer_product(graph, node)
             return
         # a GEMM operand is copied to BLAS's layout anyway: lay it out contiguous (free where
@@ -149,8 +149,8 @@ def _contiguous_pairs(x: Any) -> bool:
     adding a guard on symbolic sizes."""
     val = fake_value(x)
     return (isinstance(val, torch._subclasses.FakeTensor) and val.dtype in (torch.float32, torch.float64)
-            and val.dim() > 0 and guard_or_false(val.shape[-1] == 2) and is_contiguous_or_false(val)
-            and guard_or_false(val.storage_offset() % 2 == 0))
+            and val.dim() > 0 and statically_known_true(val.shape[-1] == 2) and is_contiguous_or_false(val)
+            and statically_known_true(val.storage_offset() % 2 == 0))
 
 
 _PAIR_PRODUCTS = (torch.ops.realify.cmul_pairs.default, torch.ops.realify.cmm_pairs.default)

@@ -47,7 +47,8 @@ def functional_overloads(*packets: OpOverloadPacket) -> list[OpOverload]:
 
 
 def _is_operand(x: Any) -> bool:
-    return isinstance(x, (torch.Tensor, numbers.Number))
+    # symbolic numbers too: a size dynamo passes as an input (scalar_tensor(n), full(shape, n))
+    return isinstance(x, (torch.Tensor, numbers.Number, torch.SymInt, torch.SymFloat))
 
 
 def both_parts(x: Any, rd: torch.dtype) -> tuple[Any, Any]:

@@ -1,0 +1,103 @@
+"""The conditions on dynamic sizes that a trace of an exported program relies on.
+
+torch.export checks the program's own conditions on its sizes against the requested Dims, then
+freezes its ShapeEnv, which from then on drops new guards with a log line only. A rule that
+reads a dynamic size as a number (unrolls a loop over it, say) would leave a real program that
+is right for the example's size alone, or, once exported again, one that fails its own
+run-time checks at other sizes. :class:`SizeConditions` records such conditions while
+realify traces (decompose; ``run_decompositions`` for ONNX) and has the front end refuse the
+program, naming the size and the user's line.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.utils._sympy.numbers import int_oo
+
+from .dynamo_graph import line_of_trace
+
+
+class SizeConditions:
+    """Records the conditions on sizes that ShapeEnv evaluates while the context is open (not
+    those it evaluates with guards suppressed, which only compute metadata)."""
+
+    def __init__(self, values: Sequence[Any]):
+        fake = next((x for x in values if isinstance(x, torch._subclasses.FakeTensor)), None)
+        self.shape_env = fake.fake_mode.shape_env if fake is not None else None
+        self.conditions: list[tuple[Any, str | None]] = []  # each condition, and the user's line
+
+    def __enter__(self) -> SizeConditions:
+        env = self.shape_env
+        if env is not None:
+            check = env._check_frozen  # called with each condition ShapeEnv is about to guard on
+
+            def recording(expr, concrete_val):
+                if not env._suppress_guards_tls():
+                    condition = (expr if concrete_val is sympy.true else sympy.Not(expr) if concrete_val is sympy.false
+                                 else sympy.Eq(expr, concrete_val))
+                    where = line_of_trace(fx_traceback.get_current_meta().get("stack_trace"))
+                    self.conditions.append((condition, where))
+                return check(expr, concrete_val)
+
+            env._check_frozen = recording  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.shape_env is not None:
+            del self.shape_env._check_frozen
+
+    def refuse(self, ep: torch.export.ExportedProgram, error: Callable[[str], Exception]) -> None:
+        """Raise ``error(described conditions)`` for the conditions on ``ep``'s dynamic sizes
+        that do not hold over their whole ranges."""
+        violated = [(cond, where) for cond, where in dict.fromkeys(self.conditions)
+                    if cond.free_symbols & set(ep.range_constraints) and not holds_on_ranges(cond, ep)]
+        if not violated:
+            return
+        env = self.shape_env
+
+        def name(sym: Any) -> str:
+            sources = env.var_to_sources.get(sym) if env is not None else None
+            return f"{sym} = {sources[0].name}" if sources else str(sym)
+
+        lines = [f"  - {cond}, for {', '.join(map(name, sorted(cond.free_symbols, key=str)))}"
+                 + (f" (at {where})" if where else "") for cond, where in violated[:5]]
+        raise error("\n".join(lines))
+
+
+def holds_on_ranges(condition: Any, ep: torch.export.ExportedProgram) -> bool:
+    """Whether ``condition`` holds at every size of the program's ranges it is tried at: each
+    symbol at the first 64 values of its range, at powers of two and at random values up to
+    its bound, drawn jointly. A condition ShapeEnv cannot prove but that holds for every size
+    (``n - (n + 1) // 2 != 0`` for n >= 2: the last of two chunks is not empty) fixes nothing;
+    one that fixes or bounds a size fails at one of the first values past its bound."""
+    gen = random.Random(0)
+    symbols = sorted(condition.free_symbols, key=str)
+    candidates = {}
+    for sym in symbols:
+        bounds = ep.range_constraints.get(sym)
+        lower = _finite(bounds.lower) if bounds is not None else None
+        upper = _finite(bounds.upper) if bounds is not None else None
+        lower, upper = lower or 0, upper if upper is not None else 1 << 20
+        values = {*range(lower, min(upper, lower + 64) + 1), *(1 << k for k in range(21)),
+                  *(gen.randint(lower, upper) for _ in range(32))}
+        candidates[sym] = sorted(v for v in values if lower <= v <= upper)
+    # the first points walk every symbol up its range together; the rest are random
+    points = [{sym: candidates[sym][min(i, len(candidates[sym]) - 1)] if i < 70 else gen.choice(candidates[sym])
+               for sym in symbols} for i in range(200)]
+    for point in points:
+        try:
+            if not bool(condition.xreplace({sym: sympy.Integer(v) for sym, v in point.items()})):
+                return False
+        except (TypeError, ZeroDivisionError):
+            return False
+    return True
+
+
+def _finite(bound: Any) -> int | None:
+    return None if bound in (int_oo, -int_oo) else int(bound)

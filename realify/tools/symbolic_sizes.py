@@ -1,0 +1,298 @@
+"""OpInfo runners at sizes that turn symbolic: the compile backend at three input shapes in a
+row (dynamo's automatic dynamic shapes recompile the second with symbolic sizes, the third must
+reuse that graph), under ``dynamic=True``, and ``realify.export`` with every input dim dynamic,
+the program then called at other sizes. Each compares values (and, for the compile backend,
+gradients) with eager complex PyTorch at every size, and counts the graphs realify compiles
+against those the same calls give dynamo's own ``eager`` backend (what realify adds: guards its
+rules put on sizes).
+
+A sample is resized by mapping each of its sizes (>= 2) to another value, the same map for every
+tensor, so sizes that must agree (a product's inner dims, broadcast partners) still do; sizes 1
+stay 1 (broadcasting). Floating and complex tensors get fresh normal values; integer and boolean
+tensors (indices, masks) are tiled from the original, so indices stay in range. Non-tensor
+arguments are left alone: where they tie the call to the old sizes (``view(x, (2, 6))``), eager
+rejects the resized call and that size is not checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+from torch.utils._sympy.numbers import int_oo
+
+from .opinfo import NONDETERMINISTIC, _direct_callable, assert_matches, op_id, sample_program
+
+
+def resized(tensors: Sequence[torch.Tensor], sizes: dict[int, int], seed: int) -> list[torch.Tensor]:
+    """``tensors`` with each size ``s`` found in ``sizes`` replaced by ``sizes[s]``."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for t in tensors:
+        shape = [sizes.get(s, s) for s in t.shape]
+        if t.is_floating_point() or t.is_complex():
+            new = torch.randn(shape, dtype=t.dtype, generator=gen)
+        else:
+            new = t
+            for dim, size in enumerate(shape):
+                if size != t.shape[dim] and t.shape[dim] > 0:
+                    new = new.index_select(dim, torch.arange(size) % t.shape[dim])
+            new = new.clone()
+        out.append(new.requires_grad_(t.requires_grad))
+    return out
+
+
+def growth(tensors: Sequence[torch.Tensor], step: int) -> dict[int, int]:
+    """Every size of at least 2 grown by ``step``."""
+    return {s: s + step for t in tensors for s in t.shape if s >= 2}
+
+
+@dataclasses.dataclass
+class ShapeRun:
+    """What one program did at a sequence of input shapes."""
+    checked: int            # shapes whose values (and gradients) were compared with eager
+    rejected: int           # shapes eager itself rejects (nothing to compare)
+    graphs: int             # graphs realify's backend compiled
+    baseline_graphs: int    # graphs dynamo's eager backend compiled for the same calls
+
+
+def _weights(out: Any, seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in tree_leaves(out)
+            if isinstance(o, torch.Tensor) and o.requires_grad and (o.is_floating_point() or o.is_complex())]
+
+
+def _loss(out: Any, weights: list[torch.Tensor]) -> torch.Tensor | None:
+    outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad
+            and (o.is_floating_point() or o.is_complex())]
+    if not outs:
+        return None
+    # real part of <w, out>: a gradient of every part of every output
+    return sum(torch.view_as_real(w * o if o.is_complex() else (w * o).to(w.dtype)).sum() if w.is_complex()
+               else (w * o).sum() for w, o in zip(weights, outs))
+
+
+def _values_and_grads(program: Callable, tensors: list[torch.Tensor], seed: int) -> tuple[Any, Any]:
+    """The program's outputs and the gradients of a random real projection of them (zeros for
+    an input nothing differentiable reads, as for an output that does not require grad)."""
+    out = program(*tensors)
+    leaves = [t for t in tensors if t.requires_grad]
+    loss = _loss(out, _weights(out, seed)) if leaves else None
+    if loss is None or not loss.requires_grad:
+        return out, [torch.zeros_like(t) for t in leaves]
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return out, [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, leaves)]
+
+
+def _eager(program: Callable, tensors: list[torch.Tensor], seed: int) -> tuple[Any, Any] | None:
+    """Eager's outputs and gradients (None for gradients eager refuses, as for eigenvectors,
+    whose phase makes most losses ill-defined), or None where eager rejects the call."""
+    try:
+        return _values_and_grads(program, tensors, seed)
+    except Exception:
+        pass
+    try:
+        with torch.no_grad():
+            return program(*tensors), None
+    except Exception:
+        return None
+
+
+def _differentiable(op, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    grad_ok = op.supports_autograd and op_id(op) not in NONDETERMINISTIC
+    return [t.detach().requires_grad_(grad_ok and (t.is_floating_point() or t.is_complex())) for t in tensors]
+
+
+def run_compile_shapes(op, sample, steps: Sequence[int] = (0, 1, 3), dynamic: bool | None = None,
+                       inner: Any = "eager", gemm: bool = False) -> ShapeRun:
+    """The sample's program compiled once with realify's backend (strict) and called at the
+    sample's shapes grown by each of ``steps``; values and gradients checked against eager at
+    each. Raises what the first mismatch or failure raises."""
+    import realify
+
+    tensors, program = sample_program(op, sample, _direct_callable(op) if op_id(op) in NONDETERMINISTIC else op)
+    tensors = _differentiable(op, tensors)
+    shapes = [resized(tensors, growth(tensors, step), seed=step) if step else tensors for step in steps]
+    shapes = [_differentiable(op, ts) for ts in shapes]
+    graphs: list[Any] = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return realify.realify_backend(gm, example_inputs, inner=inner, strict=True)
+
+    checked = rejected = 0
+    expected_all = [_eager(program, ts, seed=i) for i, ts in enumerate(shapes)]
+    baseline = _count_graphs(program, shapes, expected_all, dynamic)
+    torch._dynamo.reset()
+    try:
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            compiled = torch.compile(program, backend=backend, dynamic=dynamic)
+            for i, (ts, expected) in enumerate(zip(shapes, expected_all)):
+                if expected is None:
+                    rejected += 1
+                    continue
+                if expected[1] is None:
+                    with torch.no_grad():
+                        actual = compiled(*ts), None
+                else:
+                    actual = _values_and_grads(compiled, ts, seed=i)
+                dtype = sample.input.dtype if isinstance(sample.input, torch.Tensor) else torch.complex64
+                assert_matches(actual[0], expected[0], metadata_only=op_id(op) in NONDETERMINISTIC, dtype=dtype,
+                               gemm=gemm)
+                if expected[1] is not None and op_id(op) not in NONDETERMINISTIC:
+                    assert_matches(actual[1], expected[1], gemm=gemm, dtype=dtype)
+                checked += 1
+    finally:
+        torch._dynamo.reset()
+    return ShapeRun(checked, rejected, len(graphs), baseline)
+
+
+def _count_graphs(program: Callable, shapes: list, expected_all: list, dynamic: bool | None) -> int:
+    """Graphs dynamo's eager backend compiles for the same calls (the default's count, without
+    the compile time of Inductor; its guards on sizes are dynamo's own)."""
+    count = 0
+
+    def backend(gm, example_inputs):
+        nonlocal count
+        count += 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            compiled = torch.compile(program, backend=backend, dynamic=dynamic)
+            for ts, expected in zip(shapes, expected_all):
+                if expected is not None:
+                    with torch.set_grad_enabled(expected[1] is not None):
+                        compiled(*ts)
+    finally:
+        torch._dynamo.reset()
+    return count
+
+
+@dataclasses.dataclass
+class ExportRun:
+    """What one program did through ``realify.export`` with every input dim dynamic."""
+    dynamic_dims: int      # input dims plain torch.export keeps dynamic
+    checked: int           # other sizes whose values were compared with eager
+    rejected: int          # sizes eager, or plain torch.export's program, rejects
+
+
+def _auto_shapes(tensors: Sequence[torch.Tensor]) -> tuple:
+    from torch.export import Dim
+    return tuple(dict.fromkeys(range(t.dim()), Dim.AUTO) for t in tensors)
+
+
+def _dynamic_symbols(ep) -> dict[Any, tuple[int, int | None]]:
+    """Each symbol of the program's user inputs and its range."""
+    from torch.export.graph_signature import InputKind
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    symbols = {}
+    for node, spec in zip(placeholders, ep.graph_signature.input_specs):
+        val = node.meta.get("val")
+        if spec.kind is not InputKind.USER_INPUT or not isinstance(val, torch.Tensor):
+            continue
+        for size in val.shape:
+            if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                bounds = ep.range_constraints.get(size.node.expr)
+                lower = int(bounds.lower) if bounds is not None else 0
+                upper = bounds.upper if bounds is not None and bounds.upper != int_oo else None
+                symbols[size.node.expr] = (lower, None if upper is None else int(upper))
+    return symbols
+
+
+def dynamic_input_dims(ep) -> list[list[bool]]:
+    """For each user input tensor of ``ep``, which of its dims are symbolic."""
+    from torch.export.graph_signature import InputKind
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    return [[isinstance(s, torch.SymInt) for s in n.meta["val"].shape]
+            for n, spec in zip(placeholders, ep.graph_signature.input_specs)
+            if spec.kind is InputKind.USER_INPUT and isinstance(n.meta.get("val"), torch.Tensor)]
+
+
+def export_sizes(ep, tensors: Sequence[torch.Tensor]) -> list[dict[int, int]]:
+    """Size maps for calling ``ep`` at other sizes: each dynamic size grown by 1 and by 3, and
+    shrunk to 1 where the program's ranges allow it, as far as the maps touch only dynamic dims."""
+    dims = dynamic_input_dims(ep)
+    dynamic_sizes = {t.shape[d] for t, flags in zip(tensors, dims) for d, f in enumerate(flags) if f}
+    static_sizes = {t.shape[d] for t, flags in zip(tensors, dims) for d, f in enumerate(flags) if not f}
+    movable = sorted(s for s in dynamic_sizes if s not in static_sizes and s >= 2)
+    if not movable:
+        return []
+    lowest = min((low for low, _ in _dynamic_symbols(ep).values()), default=2)
+    maps = [{s: s + 1 for s in movable}, {s: s + 3 for s in movable}]
+    if lowest <= 1:
+        maps.append(dict.fromkeys(movable, 1))
+    return maps
+
+
+def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = False) -> ExportRun | None:
+    """The sample's program through ``realify.export`` with every input dim ``Dim.AUTO``, then
+    called at other sizes (:func:`export_sizes`) through ``ComplexCallAdapter``, and in ONNX
+    Runtime where asked; every dim plain ``torch.export`` keeps dynamic must stay dynamic. None
+    where plain ``torch.export`` itself fails or keeps no dim dynamic."""
+    import realify
+
+    tensors, program = sample_program(op, sample)
+    shapes = _auto_shapes(tensors)
+    module = _Program(program)
+    try:
+        plain = torch.export.export(module, tuple(tensors), dynamic_shapes=(shapes,))
+    except Exception:
+        return None
+    dims = dynamic_input_dims(plain)
+    if not any(any(flags) for flags in dims):
+        return None
+    ep = realify.export(module, tuple(tensors), dynamic_shapes=(shapes,))
+    # the real program's inputs carry a trailing static 2 for complex inputs
+    for i, (want, have) in enumerate(zip(dims, dynamic_input_dims(ep))):
+        assert have[: len(want)] == want, (
+            f"input {i}: dims {want} are dynamic in plain torch.export, realify.export keeps {have[: len(want)]}")
+    adapter = realify.ComplexCallAdapter(ep)
+    session = _onnx_session(ep) if onnx_runtime else None
+    checked = rejected = 0
+    for k, sizes in enumerate(export_sizes(plain, tensors)):
+        ts = resized(tensors, sizes, seed=10 + k)
+        try:
+            expected = program(*ts)
+            plain.module()(*ts)  # where torch.export's own program has a run-time check that fails, so may realify's
+        except Exception:
+            rejected += 1
+            continue
+        dtype = sample.input.dtype if isinstance(sample.input, torch.Tensor) else torch.complex64
+        assert_matches(adapter(*ts), expected, dtype=dtype, gemm=gemm)
+        if session is not None:
+            assert_matches(_run_session(session, ep, ts), expected, dtype=dtype, gemm=gemm)
+        checked += 1
+    return ExportRun(sum(map(sum, dims)), checked, rejected)
+
+
+class _Program(torch.nn.Module):
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *tensors):
+        return self.fn(*tensors)
+
+
+def _onnx_session(ep):
+    import onnxruntime
+
+    from realify.onnx import to_onnx
+
+    return onnxruntime.InferenceSession(to_onnx(ep).model_proto.SerializeToString())
+
+
+def _run_session(session, ep, tensors: Sequence[torch.Tensor]) -> Any:
+    sig = ep.graph_module.meta["realify_signature"]
+    feeds = {}
+    inputs = session.get_inputs()
+    for meta, t in zip(inputs, tensors):
+        feeds[meta.name] = (torch.view_as_real(t.resolve_conj()) if t.is_complex() else t).contiguous().numpy()
+    outs = [torch.from_numpy(o) for o in session.run(None, feeds)]
+    outs = [torch.view_as_complex(o.contiguous()) if dtype is not None else o for o, dtype in zip(outs, sig.outputs)]
+    return outs

@@ -1,0 +1,74 @@
+"""Sizes that turn symbolic, for every complex OpInfo entry (realify/tools/symbolic_sizes.py):
+
+- ``shapes``: the compile backend with default settings at three input shapes in a row (the
+  sample's, then every size grown by 1, then by 3): dynamo recompiles the second with symbolic
+  sizes (automatic dynamic shapes) and must reuse that graph for the third. Values and
+  gradients are eager's at each shape, and realify compiles no more graphs than dynamo's own
+  eager backend does for the same calls (more would mean a rule fixed a symbolic size to a
+  number: a guard, a recompile per size, and past dynamo's recompile limit an eager run);
+- ``dynamic``: the same under ``dynamic=True`` (symbolic from the first call) at two shapes;
+- ``export``: ``realify.export`` with every input dim ``Dim.AUTO``; every dim plain
+  torch.export keeps dynamic stays dynamic, and the program, then its ONNX model in ONNX
+  Runtime, gives eager's values at other sizes (grown by 1 and 3, and 1 where the ranges allow
+  it). A program realify cannot keep dynamic is refused at export with torch.export's
+  constraint violation, naming the dim: that is a known failure here, never a wrong value.
+
+The first complex64 sample of each entry. Known failures (tests/known_failures.py, SIZES) are
+strict xfails.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from known_failures import NO_GRAPH, SIZES, SIZES_NO_GRAPH
+
+from realify.tools.opinfo import GEMM_OPS, complex_ops, op_id, samples
+from realify.tools.symbolic_sizes import run_compile_shapes, run_export_dynamic
+
+pytestmark = pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd is returning a function",
+                                        "ignore:Using None as a dynamic shape dimension")
+
+MODES = ("shapes", "dynamic", "export")
+# the compatibility run (tests/conftest.py): every third entry, tracing being what differs
+# between releases
+STRIDE = 3 if os.environ.get("REALIFY_COMPAT_RUN") else 1
+
+
+def _params():
+    for mode in MODES:
+        for op in complex_ops()[::STRIDE]:
+            name = op_id(op)
+            marks = []
+            if name in SIZES.get(mode, {}):
+                marks.append(pytest.mark.xfail(reason=SIZES[mode][name], strict=True))
+            yield pytest.param(mode, op, id=f"{mode}-{name}", marks=marks)
+
+
+@pytest.mark.parametrize("mode,op", list(_params()))
+def test_op_at_symbolic_sizes(mode, op):
+    name = op_id(op)
+    cases = samples(op, torch.complex64)
+    if not cases:
+        pytest.skip(f"OpInfo gives no complex64 samples for {name} on CPU")
+    if mode == "export":
+        run = run_export_dynamic(op, cases[0], onnx_runtime=True, gemm=name in GEMM_OPS)
+        if run is None:
+            pytest.skip(f"plain torch.export keeps no dim of {name}'s sample dynamic, or fails on it")
+        if not run.checked:
+            pytest.skip(f"eager, or plain torch.export's own program, rejects {name}'s sample at every other size "
+                        f"({run.dynamic_dims} dynamic dims exported)")
+        return
+    if name in NO_GRAPH or name in SIZES_NO_GRAPH:
+        pytest.skip(f"dynamo hands no graph to the backend for {name}: "
+                    f"{NO_GRAPH.get(name) or SIZES_NO_GRAPH[name]}")
+    steps = (0, 1, 3) if mode == "shapes" else (0, 1)
+    run = run_compile_shapes(op, cases[0], steps=steps, dynamic=True if mode == "dynamic" else None,
+                             gemm=name in GEMM_OPS)
+    assert run.graphs <= run.baseline_graphs, (
+        f"realify compiled {run.graphs} graphs for {len(steps)} shapes where dynamo's eager backend compiles "
+        f"{run.baseline_graphs}: a rule fixed a symbolic size to a number")
+    if not run.checked:
+        pytest.skip(f"eager rejects {name}'s sample at every shape")
