@@ -473,6 +473,9 @@ def linalg_decompositions() -> dict:
 # The ops realify's rules run on pairs (realify/runtime/complex_lapack.py) that realify.onnx does
 # not write, and why
 NO_ONNX_FORM = {
+    **dict.fromkeys(["prod_dim_int", "cumprod"],
+                    "a complex product along a dynamic dim runs eager's kernel (its real form is unrolled over the "
+                    "entries, in eager's order); export with that dim static"),
     "linalg_eig": "a general (non-Hermitian) eigenproblem has no practical real-arithmetic form of fixed size: "
                   "its eigenvalues are complex and its QR iteration needs shifts and deflation decided by the data; "
                   "for a Hermitian or real symmetric matrix, linalg.eigh (or eigvalsh) exports",

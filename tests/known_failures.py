@@ -169,3 +169,12 @@ if torch.torch_version.TorchVersion(torch.__version__) >= "2.14":
     # torch >= 2.14 traces combinations' boolean-mask select without reading values: it decomposes
     for _table_ in (DECOMPOSE, COMPILE, INDUCTOR, EXPORT):
         del _table_["combinations"]
+
+
+# ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
+
+# front end (shapes, dynamic, export) -> entry -> why it fails there
+SIZES: dict[str, dict[str, str]] = {"shapes": {}, "dynamic": {}, "export": {}}
+
+# entries whose compile runs at symbolic sizes hand dynamo's graph to no backend, beyond NO_GRAPH
+SIZES_NO_GRAPH: dict[str, str] = {}

@@ -174,6 +174,7 @@ class Program:
     mutates_inputs: bool = False
     check_grads: bool = True
     projection_seed: int = 0
+    dynamic: bool = False  # compiled with dynamic=True: every size symbolic (but those of 0 and 1)
 
     def source(self, lines: list[str] | None = None) -> str:
         args = ", ".join(i.name for i in self.inputs)
@@ -233,7 +234,8 @@ class Program:
         inputs = "\n".join(i.code(self.dtype) for i in self.inputs)
         call = ", ".join(i.name for i in self.inputs)
         return (f"\n{self.source()}\n{inputs}\n"
-                f"# compare realify.compile(program, inner=...)({call}) with program({call})"
+                f"# compare realify.compile(program, inner=...{', dynamic=True' if self.dynamic else ''})({call}) "
+                f"with program({call})"
                 f"{'; gradients of the projected outputs' if self.check_grads else ''}\n")
 
 
@@ -700,7 +702,8 @@ def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True
     outputs = [values[-1].name] + [v.name for v in values[:-1] if draw(st.booleans()) and draw(st.booleans())]
     check_grads = grads and not b.mutated and not (KEEP_OFF["axis_gradients"] and b.has_axis_or_special)
     return Program(dtype, b.inputs, b.lines, outputs, depth=count, mutates_inputs=b.mutated,
-                   check_grads=check_grads, projection_seed=draw(st.integers(0, 2 ** 16)))
+                   check_grads=check_grads, projection_seed=draw(st.integers(0, 2 ** 16)),
+                   dynamic=draw(st.integers(0, 2)) == 0)
 
 
 # ---- running and comparing -------------------------------------------------------------------
@@ -942,7 +945,7 @@ def _run_realify(program: Program, dtype: torch.dtype, inner: str, grads: bool):
     """The program compiled by realify on fresh inputs of ``dtype``: its outputs, and the
     leaves of its inputs."""
     torch._dynamo.reset()
-    compiled = realify.compile(program.function(), inner=inner, fullgraph=True)
+    compiled = realify.compile(program.function(), inner=inner, fullgraph=True, dynamic=program.dynamic or None)
     args, leaves = program.make_inputs(dtype, requires_grad=grads)
     with warnings.catch_warnings(), realify.config.patch(gemm_multiplications=4):
         # 4 real products per complex GEMM: its elementwise error bound is that of eager's

@@ -127,9 +127,12 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
     if scalar:
         re, im = re.reshape(1), im.reshape(1)
     dim = dim % re.dim()
-    # the order of the factors decides special values and depends on the device: the op is
-    # expanded into real ops by each graph's target (realify/passes/product_order.py)
-    re, im = complex_prod(re, im, dim)
+    if not isinstance(re.shape[dim], int):
+        re, im = _on_symbolic_size(aten.prod.dim_int, re, im, dim, True)
+    else:
+        # the order of the factors decides special values and depends on the device: the op is
+        # expanded into real ops by each graph's target (realify/passes/product_order.py)
+        re, im = complex_prod(re, im, dim)
     if scalar:
         re, im = re.reshape(()), im.reshape(())
     elif not keepdim:
@@ -147,6 +150,8 @@ def cumprod(self, dim, *, dtype=None):
     re, im = x.re, x.im
     dim = dim % max(re.dim(), 1)
     n = re.shape[dim] if re.dim() else 0
+    if not isinstance(n, int):
+        return ComplexTensor(*_on_symbolic_size(aten.cumprod.default, re, im, dim))
     if n == 0:
         # empty, or a 0-d tensor, which eager copies (no multiplication by 1 + 0i)
         return ComplexTensor(re.clone(), im.clone())
@@ -162,6 +167,15 @@ def cumprod(self, dim, *, dtype=None):
     re, im = torch.cat([fr, re.narrow(dim, 1, n - 1)], dim), torch.cat([fi, im.narrow(dim, 1, n - 1)], dim)
     # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
     return ComplexTensor(*inclusive_scan(cmul, (re, im), dim))
+
+
+def _on_symbolic_size(op, re: torch.Tensor, im: torch.Tensor, dim: int, *args) -> tuple[torch.Tensor, torch.Tensor]:
+    """A product along a dim of symbolic size as eager's own kernel on the pairs
+    (realify/runtime/complex_lapack.py): eager's values and derivative at every size. The
+    real forms above unroll over the entries (eager's order), which a symbolic size cannot
+    give without fixing it; realify.onnx has no form for it (NO_ONNX_FORM)."""
+    out = pairs_op(op)([True], torch.stack([re, im], -1), dim, *args)
+    return out[..., 0], out[..., 1]
 
 
 def _affine(a2, b2, a1, b1):
