@@ -491,7 +491,16 @@ def _needs_static_sizes(conditions: str) -> NoOnnxFormError:
 
 
 def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:
-    """NoOnnxFormError for the first op on pairs left in ``ep`` that ONNX cannot run."""
+    """NoOnnxFormError for the first op on pairs left in ``ep`` that ONNX cannot run, and for an
+    ``as_strided`` of a view with strides or an offset of its own (a part of pairs, a slice):
+    ONNX tensors have no storage, and torch.onnx reads the view as if it were its own
+    contiguous storage, which gives other elements than eager's, silently."""
+    for node in ep.graph.find_nodes(op="call_function", target=torch.ops.aten.as_strided.default):
+        source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if isinstance(source, torch.Tensor) and not (source.is_contiguous() and source.storage_offset() == 0):
+            raise NoOnnxFormError("torch.as_strided of a strided view (here of a complex value's part)",
+                                  "ONNX tensors have no storage for its strides to address; call as_strided on a "
+                                  "contiguous tensor (x.contiguous()), or index with view ops (slicing, unfold)")
     for node in ep.graph.nodes:
         name = getattr(node.target, "_opname", "")
         if node.op == "call_function" and getattr(node.target, "namespace", "") == "realify" \

@@ -174,7 +174,65 @@ if torch.torch_version.TorchVersion(torch.__version__) >= "2.14":
 # ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
 
 # front end (shapes, dynamic, export) -> entry -> why it fails there
-SIZES: dict[str, dict[str, str]] = {"shapes": {}, "dynamic": {}, "export": {}}
+_DATA_DEPENDENT_SIZE = "its output size is the number of true mask values: a data-dependent size meets a guard"
+_TORCH_ONNX = "torch.onnx {}, as for the same real program (a limit of torch.onnx, not of realify's rules)"
+SIZES: dict[str, dict[str, str]] = {
+    "shapes": {
+        "as_strided_scatter": "its gradient: the rule writes the source with aten.copy, whose derivative autograd "
+                              "lacks (RuntimeError at backward, at every shape)",
+        "masked_select": _DATA_DEPENDENT_SIZE,
+    },
+    "dynamic": {
+        "as_strided_scatter": "its gradient: the rule writes the source with aten.copy, whose derivative autograd "
+                              "lacks (RuntimeError at backward, at every shape)",
+        "masked_select": _DATA_DEPENDENT_SIZE,
+        "split": "with the split size itself symbolic, the trace tests the last chunk's size (n - 2 s == 1, "
+                 "a contiguity check; n - 2 s != 0 where its ComplexTensor is made): one more graph than dynamo's own",
+        "unsafe_split": "with the split size itself symbolic, the trace tests the last chunk's size (n - 2 s == 1, "
+                        "a contiguity check; n - 2 s != 0 where its ComplexTensor is made): one more graph than "
+                        "dynamo's own",
+    },
+    "export": {
+        "masked_select": _DATA_DEPENDENT_SIZE,
+        "matrix_exp": _TORCH_ONNX.format("has no translation for aten.linalg_matrix_exp (DispatchError)"),
+        "std_mean": _TORCH_ONNX.format("writes a Reshape without its data input for a dynamic dim "
+                                       "(ONNX Runtime: INVALID_GRAPH)"),
+        "nn.functional.unfold": _TORCH_ONNX.format("writes a Reshape of a dynamic dim that ONNX Runtime rejects "
+                                                   "(target shape product of 0 with -1)"),
+        "fft.ifftshift": _TORCH_ONNX.format("writes roll with a shift read from a dynamic size (n // 2) as a "
+                                            "constant attribute (TypeError)"),
+        "tensor_split": "aten.tensor_split's C++ kernel calls numel() on a tensor with symbolic sizes, in the "
+                        "functionalizing trace",
+        "resize_": "resize_ to a size of its own on an input with symbolic sizes: storage_offset() of a symbolic "
+                   "tensor in the functionalizing trace (resize_ is unsupported: docs/limits.md)",
+    },
+}
 
 # entries whose compile runs at symbolic sizes hand dynamo's graph to no backend, beyond NO_GRAPH
 SIZES_NO_GRAPH: dict[str, str] = {}
+
+# entries whose export with every dim dynamic is refused by name, and why: by realify.export
+# (torch.export's constraint violation) or by realify.onnx (NoOnnxFormError, or the named
+# NotImplementedError of eigh's and the SVD's forms); a refusal of an entry not listed here
+# fails, and so does a listed entry that is not refused where its stage runs
+_UNROLLED = "its ONNX form ({}) is unrolled over the matrix size, which is dynamic here"
+REFUSED: dict[str, dict[str, str]] = {
+    "export": {
+        "cross": "torch.cross without dim takes the first dim of size 3: the rule tests each dynamic size against 3",
+        "nn.functional.conv1d": "the weight is an input with every dim dynamic: a condition on the kernel size",
+        "nn.functional.conv2d": "the weight is an input with every dim dynamic: a condition on the kernel size",
+    },
+    "onnx": {
+        **dict.fromkeys(["lu_solve", "linalg.lu_solve", "linalg.solve_ex", "triangular_solve"],
+                        _UNROLLED.format("LU and substitutions")),
+        **dict.fromkeys(["linalg.qr", "ormqr"], _UNROLLED.format("Householder reflections")),
+        "linalg.ldl_solve": _UNROLLED.format("Bunch-Kaufman"),
+        **dict.fromkeys(["svd_lowrank", "linalg.svdvals", "linalg.pinv", "linalg.cond"],
+                        _UNROLLED.format("Jacobi sweeps of the SVD")),
+        **dict.fromkeys(["linalg.matrix_sqrth", "linalg.eigvalsh"], _UNROLLED.format("Jacobi sweeps of eigh")),
+        "nn.functional.conv_transpose2d": "torch's decomposition for ONNX tests the output size of the transposed "
+                                          "convolution against 1",
+        "as_strided.partial_views": "as_strided of a strided view (a part of the pairs) has no ONNX form: ONNX "
+                                    "tensors have no storage for its strides",
+    },
+}

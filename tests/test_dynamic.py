@@ -15,7 +15,7 @@ from backend_support import RecordingInner, complex_nodes
 from torch.utils._pytree import tree_leaves
 
 import realify
-from realify.bench.workloads import WORKLOADS, apply_rotary_emb, rotary_freqs
+from realify.bench.workloads import WORKLOADS, WorkloadUnavailable, apply_rotary_emb, rotary_freqs
 
 pytestmark = pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd is returning a function")
 
@@ -198,4 +198,34 @@ def test_layer_over_four_batch_sizes(name, dynamic):
     make_layer, make_inputs = _LAYERS[name]
     torch.manual_seed(0)
     counts = _check_calls(make_layer(), [make_inputs(b) for b in (2, 3, 5, 8)], dynamic, rtol=1e-4)
+    assert counts["realify"] <= counts["aot_eager"], counts
+
+
+# the bench's third-party models, and the workloads whose complex tensors are sized by the
+# batch or sequence (rotary tables, state vectors, state-space kernels), training over the
+# batch sizes a data loader delivers, a last, smaller batch among them (every workload runs
+# with dynamic=True in test_workload_with_dynamic_shapes above)
+_BATCHED = [name for name, w in WORKLOADS.items()
+            if w.trainable and "batch" in w.sizes["tiny"] and (w.third_party or name in ("rotary", "quantum", "s4d"))]
+
+
+@pytest.mark.parametrize("name", _BATCHED)
+def test_workload_trains_over_batch_sizes(name):
+    """Eager's losses and gradients at every batch, and no more graphs kept than with the
+    default backend's capture (AOTAutograd's eager backend)."""
+    workload = WORKLOADS[name]
+    tiny = workload.sizes["tiny"]
+    try:
+        torch.manual_seed(0)
+        fn, _ = workload.builder(train=True, **tiny)
+    except WorkloadUnavailable as missing:
+        pytest.skip(str(missing))
+
+    def inputs(batch):
+        torch.manual_seed(batch)
+        return workload.builder(train=True, **{**tiny, "batch": batch})[1]
+
+    first = tiny["batch"]
+    counts = _check_calls(fn, [inputs(b) for b in (first + 1, first + 3, first)], None,
+                          rtol=max(workload.rtol, 1e-4))
     assert counts["realify"] <= counts["aot_eager"], counts

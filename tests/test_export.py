@@ -401,6 +401,57 @@ def test_dynamic_fft_length():
         assert_close([torch.from_numpy(o) for o in outputs], tree_leaves(tree_map(interleave, fft_all_norms(x))))
 
 
+class _Products(nn.Module):
+    def forward(self, z):
+        return (z * 0.1 + 1).prod(-1), torch.cumprod(z, -1)
+
+
+def test_products_along_a_dynamic_dim_are_right_at_every_size():
+    """prod and cumprod along a dynamic dim: the range asked for, eager's values at other sizes
+    (eager's kernel on the pairs); realify.onnx has no form for them and says so."""
+    ep = realify.export(_Products(), (randc(3, 5),), dynamic_shapes=({1: Dim("n", max=100)},))
+    (bounds,) = ep.range_constraints.values()
+    assert bounds.upper == 100
+    adapter = realify.ComplexCallAdapter(ep)
+    for n in (2, 9, 64):
+        z = randc(3, n)
+        assert_close(adapter(z), _Products()(z))
+    with pytest.raises(realify.NoOnnxFormError, match="dynamic dim"):
+        to_onnx(ep)
+
+
+def test_linear_over_a_dynamic_batch_is_dynamic():
+    """A complex Linear over 3-D inputs with a dynamic batch: the batch stays symbolic (ATen's
+    C++ linear would read it as an integer under functionalization), right at other batches in
+    the program and in ONNX Runtime."""
+    torch.manual_seed(0)
+    layer = nn.Linear(8, 4, dtype=C64)
+    ep = realify.export(layer, (randc(3, 5, 8),), dynamic_shapes=({0: Dim("batch")},))
+    assert ep.range_constraints
+    adapter = realify.ComplexCallAdapter(ep)
+    _, session = onnx_session(ep)
+    for b in (2, 6, 11):
+        x = randc(b, 5, 8)
+        assert_close(adapter(x), layer(x))
+        (out,) = run_onnx(session, [torch.view_as_real(x)])
+        assert_close(torch.from_numpy(out), torch.view_as_real(layer(x)))
+
+
+def test_a_size_fixed_by_realify_is_refused_naming_the_dim():
+    """An ONNX form unrolled over a dynamic matrix size (the LU of a solve) is refused at
+    to_onnx with the size and the condition, never written for the example's size alone; the
+    exported program itself (LAPACK on pairs) is right at every size."""
+    def solve(a, b):
+        return torch.linalg.solve(a, b)
+
+    n = Dim("n", min=2, max=32)
+    ep = realify.export(solve, (randc(5, 5), randc(5, 2)), dynamic_shapes=({0: n, 1: n}, {0: n}))
+    a, b = randc(7, 7) + 4 * torch.eye(7), randc(7, 2)
+    assert_close(realify.ComplexCallAdapter(ep)(a, b), solve(a, b))
+    with pytest.raises(realify.NoOnnxFormError, match=r"L\['[ab]'\]\.size\(\)\[0\]"):
+        to_onnx(ep)
+
+
 def test_adapter_handles_conj_and_noncontiguous_inputs():
     torch.manual_seed(0)
     a, b = randc(8, 6), randc(8, 6)

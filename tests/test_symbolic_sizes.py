@@ -9,10 +9,11 @@
 - ``dynamic``: the same under ``dynamic=True`` (symbolic from the first call) at two shapes;
 - ``export``: ``realify.export`` with every input dim ``Dim.AUTO``; every dim plain
   torch.export keeps dynamic stays dynamic, and the program gives eager's values at other
-  sizes (grown by 1 and 3, and 1 where the ranges allow it); for every fourth entry (an ONNX
+  sizes (grown by 1 and 3, and 1 where the ranges allow it); for every eighth entry (an ONNX
   export takes seconds) its ONNX model in ONNX Runtime does too. A program realify cannot
   keep dynamic is refused at export with torch.export's constraint violation (realify.onnx:
-  NoOnnxFormError), naming the dim: a known failure here, never a wrong value.
+  NoOnnxFormError), naming the dim: an outcome the suite expects by name (tests/known_failures.py
+  REFUSED says why for each), never a wrong value.
 
 The first complex64 sample of each entry. Known failures (tests/known_failures.py, SIZES) are
 strict xfails.
@@ -24,7 +25,7 @@ import os
 
 import pytest
 import torch
-from known_failures import NO_GRAPH, SIZES, SIZES_NO_GRAPH
+from known_failures import NO_GRAPH, REFUSED, SIZES, SIZES_NO_GRAPH
 
 from realify.tools.opinfo import GEMM_OPS, complex_ops, op_id, samples
 from realify.tools.symbolic_sizes import run_compile_shapes, run_export_dynamic
@@ -33,11 +34,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd is
                                         "ignore:Using None as a dynamic shape dimension")
 
 MODES = ("shapes", "dynamic", "export")
-# the compatibility run (tests/conftest.py): every third entry, tracing being what differs
-# between releases, and no ONNX Runtime
+# What each run covers, to keep the suite's time: every entry for ``shapes`` and ``export``,
+# every third under ``dynamic=True`` (the same symbolic tracing as ``shapes``' second call, from
+# the first call on) and every eighth in ONNX Runtime (an ONNX export takes seconds); the
+# compatibility run (tests/conftest.py) every eighth entry of each mode, without ONNX, tracing
+# being what differs between releases
 COMPAT = bool(os.environ.get("REALIFY_COMPAT_RUN"))
-STRIDE = 3 if COMPAT else 1
-ONNX_STRIDE = 4
+STRIDES = {"shapes": 8, "dynamic": 8, "export": 8} if COMPAT else {"shapes": 1, "dynamic": 3, "export": 1}
+ONNX_STRIDE = 8
 
 
 def _onnx(op) -> bool:
@@ -46,7 +50,7 @@ def _onnx(op) -> bool:
 
 def _params():
     for mode in MODES:
-        for op in complex_ops()[::STRIDE]:
+        for op in complex_ops()[::STRIDES[mode]]:
             name = op_id(op)
             marks = []
             if name in SIZES.get(mode, {}):
@@ -64,7 +68,15 @@ def test_op_at_symbolic_sizes(mode, op):
         run = run_export_dynamic(op, cases[0], onnx_runtime=_onnx(op), gemm=name in GEMM_OPS)
         if run is None:
             pytest.skip(f"plain torch.export keeps no dim of {name}'s sample dynamic, or fails on it")
-        if not run.checked:
+        for stage, refusal in (("export", run.refused), ("onnx", run.onnx_refused)):
+            expected = REFUSED[stage].get(name)
+            if refusal and not expected:
+                pytest.fail(f"{name} was refused by realify.{stage}, which tests/known_failures.py REFUSED does "
+                            f"not expect: {refusal}")
+            if expected and not refusal and (stage == "export" or _onnx(op)):
+                pytest.fail(f"tests/known_failures.py REFUSED[{stage!r}] lists {name}, but its dynamic export ran: "
+                            f"remove it there")
+        if not run.checked and not run.refused:
             pytest.skip(f"eager, or plain torch.export's own program, rejects {name}'s sample at every other size "
                         f"({run.dynamic_dims} dynamic dims exported)")
         return

@@ -114,7 +114,7 @@ def _complex_tensor(re: torch.Tensor, im: Part = None) -> ComplexTensor:
 def unpack(lr: torch.Tensor, li: Part) -> tuple[Parts, Parts]:
     """(L, U) parts of getrf's packed LU (..., m, n): L (..., m, k) unit lower, U (..., k, n)."""
     m, n = lr.shape[-2:]
-    k = min(m, n)
+    k = torch.sym_min(m, n)  # a symbol where m or n is (no guard on which is smaller)
     eye = torch.eye(m, k, dtype=lr.dtype, device=lr.device)
     lower = (lr[..., :, :k].tril(-1) + eye, None if li is None else li[..., :, :k].tril(-1))
     upper = (lr[..., :k, :].triu(), None if li is None else li[..., :k, :].triu())
@@ -123,6 +123,12 @@ def unpack(lr: torch.Tensor, li: Part) -> tuple[Parts, Parts]:
 
 def permutation_matrix(pivots: torch.Tensor, m: int, dtype: torch.dtype) -> torch.Tensor:
     """P (..., m, m) with A = P L U: P[order[j], j] = 1."""
+    if not isinstance(pivots.shape[-1], int):
+        # the swaps applied one by one (row_order) unroll over the pivots, which a symbolic
+        # count cannot give: ATen's own unpacking of them (its LU argument gives shapes only)
+        shape = (*pivots.shape[:-1], m, pivots.shape[-1])
+        return torch.lu_unpack(torch.zeros(shape, dtype=dtype, device=pivots.device), pivots,
+                               unpack_data=False)[0]
     order = row_order(pivots, m)
     return (torch.arange(m, device=pivots.device).unsqueeze(-1) == order.unsqueeze(-2)).to(dtype)
 

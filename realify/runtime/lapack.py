@@ -38,7 +38,7 @@ def lu_factor_pairs(A: torch.Tensor, pivot: bool) -> tuple[torch.Tensor, torch.T
 @lu_factor_pairs.register_fake
 def _(A, pivot):
     *batch, m, n, _ = A.shape
-    return (A.new_empty(A.shape), A.new_empty((*batch, min(m, n)), dtype=torch.int32),
+    return (A.new_empty(A.shape), A.new_empty((*batch, torch.sym_min(m, n)), dtype=torch.int32),
             A.new_empty(batch, dtype=torch.int32))
 
 
