@@ -103,8 +103,18 @@ def _precompute_freqs_cis(x, theta):
     return x * torch.polar(torch.ones_like(angles), angles)
 
 
+def _hook_reading_a_size(z):
+    # a hook whose closure holds a size: a symbolic one at the second shape
+    y = z * 2
+    n = z.shape[-1]
+    y.register_hook(lambda grad: grad * n)
+    return y.exp()
+
+
 _PROGRAMS = {
     "custom-function": (_custom_function,
+                        lambda n: (torch.randn(2, n, dtype=torch.complex64, requires_grad=True),)),
+    "hook-reads-size": (_hook_reading_a_size,
                         lambda n: (torch.randn(2, n, dtype=torch.complex64, requires_grad=True),)),
     "phase-table": (_phase_table, lambda n: (torch.randn(n, n + 1),)),
     "llama-freqs": (_precompute_freqs_cis, lambda n: (torch.randn(2, n, 8, dtype=torch.complex64, requires_grad=True),

@@ -91,11 +91,8 @@ def functions_as_opaque_calls(gm: fx.GraphModule, decompose: Callable[..., fx.Gr
         forward_node, backward_node, *operands = node.args
         key = _decompose_function(decompose, _module(gm, forward_node), _module(gm, backward_node),
                                   [_value(a) for a in operands], dict(node.kwargs), node)
-        positions = _FUNCTIONS[key].size_positions
-        tensors = [a for i, a in enumerate(operands) if i not in positions]
         with gm.graph.inserting_before(node):
-            call = gm.graph.call_function(custom_function._opoverload,
-                                          (key, tensors, [operands[i] for i in positions]))
+            call = gm.graph.call_function(custom_function._opoverload, _call_args(key, operands))
         call.meta = dict(node.meta)
         node.replace_all_uses_with(call)
         gm.graph.erase_node(node)
@@ -106,6 +103,13 @@ def functions_as_opaque_calls(gm: fx.GraphModule, decompose: Callable[..., fx.Gr
                 gm.graph.erase_node(graph_node)
     gm.recompile()
     return gm
+
+
+def _call_args(key: int, operands: Sequence[Any]) -> tuple[int, list[Any], list[Any]]:
+    """``realify::custom_function``'s arguments for a Function's operands: its tensors, and
+    apart from them the integers (symbolic sizes) it takes."""
+    positions = _FUNCTIONS[key].size_positions
+    return key, [a for i, a in enumerate(operands) if i not in positions], [operands[i] for i in positions]
 
 
 class _Hooks:
@@ -128,7 +132,7 @@ class _Hooks:
         anchor = self._compute_after(y if previous is None else previous.prev, y,
                                      [f for f in free if isinstance(f, fx.Node)], node)
         with self.graph.inserting_after(anchor):
-            call = self.graph.call_function(custom_function._opoverload, (key, [y, *free], []))
+            call = self.graph.call_function(custom_function._opoverload, _call_args(key, [y, *free]))
         with self.graph.inserting_after(call):
             hooked = self.graph.call_function(operator.getitem, (call, 0))
         call.meta, hooked.meta = dict(node.meta), dict(node.meta)
@@ -136,7 +140,7 @@ class _Hooks:
             y.replace_all_uses_with(hooked, delete_user_cb=lambda user: user is not call)
             node.replace_all_uses_with(hooked)
         else:
-            previous.args = (previous.args[0], [hooked if a is y else a for a in previous.args[1]])
+            previous.args = (previous.args[0], [hooked if a is y else a for a in previous.args[1]], previous.args[2])
             node.replace_all_uses_with(self.origin_result(y))
         self.origin[hooked] = y
         self.innermost[y] = call
