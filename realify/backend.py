@@ -61,10 +61,21 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     all_pairs = (inner == "inductor" and _inductor_reads_pairs_fast(inner_options)) or _reads_storage(gm)
     layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
     start = time.perf_counter()
-    real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
-                        on_missing=functools.partial(island_call, strict=strict), fusion_barriers=inner == "inductor",
-                        eager_outputs=True, pair_products=config.interleaved_products,
-                        cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
+    try:
+        real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
+                            on_missing=functools.partial(island_call, strict=strict),
+                            fusion_barriers=inner == "inductor", eager_outputs=True,
+                            pair_products=config.interleaved_products,
+                            cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
+    except Exception as err:
+        if getattr(err, "eager_refusal", None) is None:
+            raise
+        # an op eager refuses on these operands' dtypes (realify/rules/_contract.py): the graph
+        # runs as captured, so the call raises eager's own error where eager raises it, as it
+        # does under the default backend
+        log.warning("eager refuses %s in the graph%s; it runs as captured, raising eager's error",
+                    err.eager_refusal, _first_source_line(captured))
+        return captured.forward
     signature = signature_of(real_gm)
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]

@@ -48,6 +48,58 @@ def test_cond_on_complex_values_decomposes(inner):
         torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-5)
 
 
+# a cond's complex result straight to the output, or one of its parts: the gradients of the
+# result's parts reach cond's backward as one tensor each (realify/engine/planarize.py,
+# _as_fresh_pairs); as two views of one stacked output they were refused by AOTAutograd
+COND_OUTPUTS = {
+    "result": lambda r: r,
+    "real-part": lambda r: r.real,
+    "imag-part": lambda r: r.imag,
+    "both-parts": lambda r: (r.real, r.imag),
+    "view-as-real": lambda r: torch.view_as_real(r),
+}
+
+
+# every output under the eager inner compiler; under Inductor (a compile of forward and backward
+# per case, tens of seconds) the whole result and its parts, with gradients: the same real graph
+COND_CASES = [*(pytest.param("eager", o, g, id=f"eager-{o}-{'grad' if g else 'no-grad'}")
+                for o in COND_OUTPUTS for g in (True, False)),
+              *(pytest.param("inductor", o, True, id=f"inductor-{o}-grad") for o in ("result", "both-parts"))]
+
+
+@pytest.mark.parametrize("inner,output,grad", COND_CASES)
+def test_cond_result_straight_to_the_output(inner, output, grad):
+    def program(p, z):
+        return COND_OUTPUTS[output](torch.cond(p.sum() > 0, lambda z: z.sin(), lambda z: z.cos() * 1j, (z,)))
+
+    compiled = realify.compile(program, inner=inner, strict=True)
+    z = torch.randn(5, dtype=C64)
+    for p in (torch.ones(3), -torch.ones(3)):
+        w = z.clone().requires_grad_(grad)
+        actual, expected = compiled(p, w), program(p, w)
+        assert_all_close(actual, expected, rtol=1e-5, atol=1e-6)
+        if grad:
+            loss = sum(torch.view_as_real(x).sum() if x.is_complex() else (x * x).sum() for x in tree_leaves(actual))
+            eager_loss = sum(torch.view_as_real(x).sum() if x.is_complex() else (x * x).sum()
+                             for x in tree_leaves(expected))
+            torch.testing.assert_close(torch.autograd.grad(loss, w)[0], torch.autograd.grad(eager_loss, w)[0],
+                                       rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("inner", ["inductor", "eager"])
+def test_while_loop_result_straight_to_the_output(inner):
+    """while_loop has no derivative in torch: values only."""
+    def program(z, w):
+        return while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * (1 + 1j) + w), (torch.tensor(0), z))[1]
+
+    z, w = torch.randn(4, dtype=C64), torch.randn(4, dtype=C64)
+    for output in ("result", "real-part", "view-as-real"):
+        torch._dynamo.reset()
+        wrapped = (lambda z, w, output=output: COND_OUTPUTS[output](program(z, w)))
+        assert_all_close(realify.compile(wrapped, inner=inner, strict=True)(z, w), wrapped(z, w),
+                         rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("inner", ["inductor", "eager"])
 def test_while_loop_on_complex_values_decomposes(inner):
     """while_loop with a complex carried value and a complex closed-over one becomes a real

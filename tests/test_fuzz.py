@@ -397,7 +397,7 @@ class Builder:
     def step(self) -> None:
         draw = self.draw
         kinds = ["unary", "unary", "binary", "binary", "scalar", "reduce", "scan", "view", "view", "contract",
-                 "join", "select", "fft", "roundtrip", "inplace", "real", "autograd", "island"]
+                 "join", "select", "fft", "roundtrip", "inplace", "real", "autograd", "island", "control"]
         kind = draw(st.sampled_from(kinds))
         getattr(self, f"op_{kind}")()
 
@@ -629,6 +629,20 @@ class Builder:
             # realify takes per part (C99) and eager through a complex product
             self.emit("", v.bound, line=(f"{{name}} = {v.name}.clone()\nif {{name}}.requires_grad:\n"
                                          f"    {{name}}.register_hook(lambda g: g.conj() * {s!r})"), signed=v.signed)
+
+    def op_control(self) -> None:
+        """torch.cond on a complex value, its result read on like any other (straight to the
+        outputs, its parts by op_real): both branches scale, one conjugates. The predicate holds
+        for every finite value, so the perturbed runs that measure a program's condition take
+        the branch the program takes."""
+        v = self.pick()
+        s = self.draw(st.sampled_from(SCALARS))
+        taken = self.draw(st.sampled_from(["true", "false"]))
+        pred = f"{v.name}.abs().sum() >= 0" if taken == "true" else f"{v.name}.abs().sum() < 0"
+        # the operand detached: eager's own cond backward fails under the reference runs' modes
+        # (NotImplementedError), so gradients through cond are tests/test_control_flow.py's
+        self.emit(f"torch.cond({pred}, lambda z: z * {s!r}, lambda z: z.conj() * {s!r}, ({v.name}.detach(),))",
+                  v.bound * abs(s), signed=False)
 
     def op_real(self) -> None:
         v = self.pick()

@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_leaves
 
 from ..errors import DECOMPOSE_ADVICE, MissingRuleError
 from ..passes.cleanup import keep_unread
-from ..rules import apply_rule
+from ..rules import apply_checked, apply_rule
 from ..rules._operands import stacked_pairs
 from ..runtime.boundary import Boundary, enter, is_complex, leave, resolve_lazy_bits
 from ..runtime.complex_tensor import ComplexTensor
@@ -140,7 +140,7 @@ class PlanarInterpreter(fx.Interpreter):
             return planar_function_call(*args, as_real=_as_pairs_tensor, from_real=_from_pairs_tensor)
         if isinstance(target, OpOverload) and (complex_op or target in _RULE_ON_REAL_VALUES):
             try:
-                return apply_rule(target, args, kwargs)
+                return apply_checked(target, args, kwargs, where=lambda: source_line(self.current))
             except MissingRuleError as err:
                 if self.on_missing is not None:
                     return self.on_missing(target, args, kwargs, self.current, err.detail)
@@ -169,9 +169,10 @@ class PlanarInterpreter(fx.Interpreter):
         too), and each complex result comes back from its two parts."""
         kinds = _kinds(operands)
         result_kinds: list[list[bool]] = []
-        branches = [self._planar_subgraph(g, kinds, result_kinds) for g in (true_graph, false_graph)]
+        branches = [self._planar_subgraph(g, kinds, result_kinds, as_pairs=True) for g in (true_graph, false_graph)]
         flat = torch.ops.higher_order.cond(pred, *branches, tuple(_as_parts(operands)))
-        return _from_parts(flat, result_kinds[0])
+        return [ComplexTensor(x[..., 0], x[..., 1]) if complex_result else x
+                for x, complex_result in zip(flat, result_kinds[0])]
 
     def _planar_while_loop(self, cond_graph: fx.GraphModule, body_graph: fx.GraphModule,
                            carried: Sequence[Any], additional: Sequence[Any]) -> list[Any]:
@@ -197,17 +198,18 @@ class PlanarInterpreter(fx.Interpreter):
         return _from_parts(flat, result_kinds[0])
 
     def _planar_subgraph(self, graph: fx.GraphModule, kinds: list[bool], result_kinds: list[list[bool]],
-                         as_parts: bool = True) -> Callable:
+                         as_parts: bool = True, as_pairs: bool = False) -> Callable:
         """A branch or loop body of control flow as a function of real parts: it rebuilds the
         complex values, planarizes ``graph`` on them and returns its results as parts (noting
-        which were complex in ``result_kinds``), or as they are where ``as_parts`` is off (a
-        loop condition's boolean)."""
+        which were complex in ``result_kinds``), as one ``(..., 2)`` tensor of pairs per complex
+        result where ``as_pairs`` is on, or as they are where ``as_parts`` is off (a loop
+        condition's boolean)."""
         def run(*parts):
             results = PlanarInterpreter(graph, self.on_missing, self.on_complex_op).run(*_from_parts(parts, kinds))
             if not as_parts:
                 return results
             result_kinds.append(_kinds(results))
-            return tuple(_as_parts(results))
+            return tuple(_as_fresh_pairs(results) if as_pairs else _as_parts(results))
         return run
 
     def _touches_complex(self, args, kwargs) -> bool:
@@ -229,6 +231,16 @@ def _kinds(values: Sequence[Any]) -> list[bool]:
 def _as_parts(values: Sequence[Any]) -> list[Any]:
     return [p.clone(memory_format=torch.contiguous_format) if isinstance(p, torch.Tensor) else p
             for v in values for p in ((v.re, v.im) if isinstance(v, ComplexTensor) else (v,))]
+
+
+def _as_fresh_pairs(values: Sequence[Any]) -> list[Any]:
+    # a cond's results: a complex one as one tensor of pairs, whose gradient reaches cond's
+    # backward as one tensor. As two parts, their gradients would be two views of one tensor
+    # wherever the parts are put back together (a stack), and AOTAutograd refuses a cond
+    # backward whose inputs alias ("cond_true might be aliasing the input or the output").
+    return [torch.stack([v.re, v.im], -1) if isinstance(v, ComplexTensor)
+            else v.clone(memory_format=torch.contiguous_format) if isinstance(v, torch.Tensor) else v
+            for v in values]
 
 
 def _as_pairs_tensor(x: Any) -> Any:

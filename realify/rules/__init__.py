@@ -12,9 +12,18 @@ decompositions (composite ops), and finally :class:`MissingRuleError` naming the
 
 from ..runtime.complex_tensor import answer_aten_ops_with
 from ._operands import complex_like, make_complex, parts, promoted, result_dtype
-from ._registry import Rule, apply_rule, describe_rule, lookup, one_argument_functions, register, register_each
+from ._registry import (
+    Rule,
+    apply_checked,
+    apply_rule,
+    describe_rule,
+    lookup,
+    one_argument_functions,
+    register,
+    register_each,
+)
 
-answer_aten_ops_with(apply_rule)
+answer_aten_ops_with(apply_checked)
 
-__all__ = ["Rule", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex", "one_argument_functions",
-           "parts", "promoted", "register", "register_each", "result_dtype"]
+__all__ = ["Rule", "apply_checked", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex",
+           "one_argument_functions", "parts", "promoted", "register", "register_each", "result_dtype"]

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
-from ..errors import MissingRuleError, RuleConflictError
+from ..errors import MissingRuleError, RealifyError, RuleConflictError
+from ._contract import eager_error, refusal
 from ._derivative import OneArgument
 from ._families import PACKAGE as _PACKAGE
 from ._families import load_families
@@ -21,6 +23,8 @@ from ._families import load_families
 log = logging.getLogger("realify")
 
 Rule = Callable[..., Any]
+# how deep in rules the current thread is: 0 outside every rule (calls the user's program makes)
+_nesting = threading.local()
 _TABLE: dict[object, Rule] = {}
 aten = torch.ops.aten
 
@@ -114,6 +118,30 @@ def describe_rule(func: OpOverload) -> str | None:
         if _decomposition(func) is not None:
             return "PyTorch's decomposition, through the rules of its ops"
     return None
+
+
+def apply_checked(func: OpOverload, args: tuple, kwargs: dict, where: Callable[[], str | None] | None = None) -> Any:
+    """:func:`apply_rule` for a call the user's program makes (not one a rule makes inside its
+    own computation): eager's contract on the operands' dtypes is checked first
+    (realify/rules/_contract.py), and what eager raises is raised, naming ``where()``."""
+    depth = getattr(_nesting, "depth", 0)
+    if depth == 0:
+        error = refusal(func, args, kwargs, where) if isinstance(func, OpOverload) else None
+        if error is not None:
+            raise error
+    _nesting.depth = depth + 1
+    try:
+        return apply_rule(func, args, kwargs)
+    except (RealifyError, NotImplementedError):
+        raise
+    except Exception as err:
+        # a rule that failed on operands eager refuses too: eager's exception and message
+        eager = eager_error(func, args, kwargs, where) if depth == 0 and isinstance(func, OpOverload) else None
+        if eager is None:
+            raise
+        raise eager from err
+    finally:
+        _nesting.depth = depth
 
 
 def apply_rule(func: OpOverload, args: tuple, kwargs: dict) -> Any:

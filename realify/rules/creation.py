@@ -204,6 +204,11 @@ def resize(self, size, *, memory_format=None):
     return ComplexTensor(resized(self.re), resized(self.im))
 
 
+@register(aten.resize_as_.default)
+def resize_as_(self, the_template, *, memory_format=None):
+    return resize_(self, the_template.shape)
+
+
 @register(aten.resize_.default)
 def resize_(self, size, *, memory_format=None):
     if tuple(size) == tuple(self.shape):

@@ -304,8 +304,12 @@ def var(self, dim=None, *, correction=None, keepdim=False):
 
 @register(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
-    # std(z) = sqrt(var(re) + var(im))
-    return torch.sqrt(_variance(self, dim, correction, keepdim))
+    # std(z) = sqrt(var(re) + var(im)), whose derivative eager takes as 0 where std = 0 (a
+    # constant row: sqrt' is infinite there and var's is 0, their product NaN): the root of a
+    # variance of 0 is taken of 1 and replaced by 0, so that no infinity reaches the product
+    variance = _variance(self, dim, correction, keepdim)
+    zero = variance == 0
+    return torch.where(zero, 0.0, torch.sqrt(torch.where(zero, 1.0, variance)))
 
 
 @register(aten.var_mean.correction)

@@ -207,6 +207,9 @@ def as_strided(self, size, stride, storage_offset=None):
 @register(aten.as_strided_scatter.default)
 def as_strided_scatter(self, src, size, stride, storage_offset=None):
     # out = clone(self) (same strides as eager's clone); out.as_strided(size, stride, offset) = src
+    if not (isinstance(self, ComplexTensor) or self.dtype.is_complex):
+        # a real destination keeps its dtype: src's real part, as eager's copy_ takes it
+        return aten.as_strided_scatter.default(self, parts(src)[0].to(self.dtype), size, stride, storage_offset)
     self = _as_complex(self)
     rd = self.re.dtype
     srcs = both_parts(src, rd)

@@ -1,0 +1,182 @@
+"""Eager's contract on an op's operands, checked before the op's rule replaces it.
+
+A rule computes on (re, im) parts, so it can compute a value for operands eager refuses: a
+float32 matrix times a complex64 one (eager's ``mm`` wants one dtype; the parts are both
+float32), a complex64 ``index_put`` into a float32 tensor. The default backend raises there, and
+so must realify. Those checks live in eager's CPU kernels, not in their meta kernels, so fake
+tensors (what every trace holds) pass them: ``aten.mm`` of fake float32 and complex64 tensors
+returns a float32 fake.
+
+So eager's kernel is asked. Where an op's floating and complex tensor operands do not all have
+one dtype (the only calls a kernel-side dtype check can refuse that the meta kernel lets
+through), the op runs on *probes*: zero-filled CPU tensors of each operand's dtype and rank,
+every size over 3 made 3 (symbolic ones too). Where eager raises on the probes and runs when
+the probes all take the promoted dtype, the refusal is the
+dtypes', and realify raises eager's exception. A probe that fails for another reason (a view
+whose sizes no longer fit the probe's) fails both ways and refuses nothing. Results are
+cached by op and operand dtypes, ranks and other arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_CACHE: dict[Any, BaseException | None] = {}
+_CACHE_LIMIT = 4096
+
+
+def refusal(func: OpOverload, args: tuple, kwargs: dict,
+            where: Callable[[], str | None] | None = None) -> BaseException | None:
+    """The exception eager raises for ``func(*args, **kwargs)`` where it refuses the operands'
+    dtypes (of eager's own type and message, with ``where()``, the user's line, appended; its
+    ``eager_refusal`` attribute names the op), or None where it does not."""
+    if func.namespace != "aten":
+        return None
+    leaves, spec = tree_flatten((args, kwargs))
+    dtypes = {x.dtype for x in leaves if isinstance(x, torch.Tensor)}
+    # operands of two or more dtypes, or complex32 ones (which few CPU kernels take)
+    if len(dtypes) < 2 and torch.complex32 not in dtypes:
+        return None
+    key = (func, tuple(_signature(x) for x in leaves))
+    try:
+        error = _CACHE[key]
+    except KeyError:
+        error = _probe(func, leaves, spec, dtypes)
+        if len(_CACHE) >= _CACHE_LIMIT:
+            _CACHE.clear()
+        _CACHE[key] = error
+    except TypeError:  # an argument that does not hash
+        error = _probe(func, leaves, spec, dtypes)
+    return _as_raised(func, error, where, dtypes) if error is not None else None
+
+
+def eager_error(func: OpOverload, args: tuple, kwargs: dict,
+                where: Callable[[], str | None] | None = None) -> BaseException | None:
+    """Where a rule failed on a call: the exception eager raises for the same call on probes
+    (eager's type and message for a contract the rule checks its own way, an operand of the
+    wrong rank), or None where eager's probes run."""
+    if func.namespace != "aten":
+        return None
+    leaves, spec = tree_flatten((args, kwargs))
+    with _probing():
+        errors = [_run_probes(func, leaves, spec, lambda i, x: x.dtype, fill) for fill in _FILLS]
+    if any(e is None for e in errors):
+        return None
+    return _as_raised(func, errors[0], where, {x.dtype for x in leaves if isinstance(x, torch.Tensor)})
+
+
+def _as_raised(func: OpOverload, error: BaseException, where: Callable[[], str | None] | None,
+               dtypes: set) -> BaseException:
+    """``error``'s type and message, the user's line and the call's dtypes appended; its
+    ``eager_refusal`` attribute names the op."""
+    line = where() if where is not None else None
+    message = ((str(error.args[0]) if error.args else str(error)) + (f"\n  at: {line}" if line else "")
+               + f"\n  (eager PyTorch raises this for {func} on operands of dtypes "
+               + ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes)) + "; so does realify)")
+    try:
+        raised = type(error)(message)
+    except Exception:  # an exception type with a constructor of its own
+        raised = RuntimeError(message)
+    raised.eager_refusal = str(func)  # type: ignore[attr-defined]
+    return raised
+
+
+def _signature(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return (x.dtype, tuple(min(s, 3) if isinstance(s, int) else 3 for s in x.shape))
+    if isinstance(x, _SYMBOLIC):
+        return type(x)
+    return x
+
+
+def _probe(func: OpOverload, leaves: list, spec, dtypes: set) -> BaseException | None:
+    promoted = _promoted(dtypes)
+    integral = [i for i, x in enumerate(leaves) if _integral(x)]
+    with _probing():
+        # integer operands filled with 0, then 1 (a LAPACK pivot is at least 1)
+        errors = [_run_probes(func, leaves, spec, lambda i, x: x.dtype, fill) for fill in _FILLS]
+        if any(e is None for e in errors):
+            return None
+        # one dtype for the floating and complex operands and for a subset of the integer and
+        # boolean ones (the others may be indices or masks, which keep their dtype): the
+        # promoted one (complex64 for complex32), or where ATen has no kernel of that complex
+        # dtype for this overload (complex convolutions run as real ones above it), its real
+        # counterpart
+        unified = [torch.complex64 if promoted is torch.complex32 else promoted]
+        unified += [unified[0].to_real()] if promoted.is_complex else []
+        for dtype in unified:
+            for chosen in _subsets(integral[:_MAX_INTEGRAL]):
+                def dtype_of(i, x, dtype=dtype, chosen=chosen):
+                    return dtype if i in chosen or not _integral(x) else x.dtype
+                if any(_run_probes(func, leaves, spec, dtype_of, fill) is None for fill in _FILLS):
+                    return errors[0]
+    return None
+
+
+def _run_probes(func: OpOverload, leaves: list, spec, dtype_of: Callable[[int, torch.Tensor], torch.dtype],
+                fill: int) -> BaseException | None:
+    """What eager raises for ``func`` on probes of ``leaves`` (None: it runs)."""
+    probes = [_probe_of(x, dtype_of(i, x), fill) if isinstance(x, torch.Tensor) else _concrete(x)
+              for i, x in enumerate(leaves)]
+    args, kwargs = tree_unflatten(probes, spec)
+    try:
+        func(*args, **kwargs)
+    except Exception as err:  # any exception eager raises
+        return err
+    return None
+
+
+_FILLS = (0, 1)
+_MAX_INTEGRAL = 4
+
+
+def _subsets(items: list[int]) -> list[set[int]]:
+    return [{item for bit, item in enumerate(items) if mask >> bit & 1} for mask in range(2 ** len(items))]
+
+
+def _promoted(dtypes: set) -> torch.dtype:
+    result = torch.bool
+    for dtype in dtypes:
+        result = torch.promote_types(result, dtype)
+    return result
+
+
+def _integral(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and not (x.dtype.is_floating_point or x.dtype.is_complex)
+
+
+def _probe_of(x: torch.Tensor, dtype: torch.dtype, fill: int) -> torch.Tensor:
+    # sizes of at most 3 (symbolic ones 3): sizes that agree still agree, and ops that need a
+    # size of 3 (cross) still get it; floating and complex values 0, integers ``fill``
+    shape = [min(s, 3) if isinstance(s, int) else 3 for s in x.shape]
+    if dtype.is_floating_point or dtype.is_complex or dtype is torch.bool:
+        return torch.zeros(shape, dtype=dtype)
+    return torch.full(shape, fill, dtype=dtype)
+
+
+def _concrete(x: Any) -> Any:
+    if isinstance(x, _SYMBOLIC):
+        return {torch.SymInt: 3, torch.SymFloat: 1.0, torch.SymBool: True}[type(x)]
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    return x
+
+
+@contextlib.contextmanager
+def _probing():
+    # plain CPU tensors and eager kernels: no fake mode, no tracing, no rule table routing
+    with unset_fake_temporarily(), disable_proxy_modes_tracing(), _disable_current_modes(), torch.no_grad(), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield

@@ -1,0 +1,108 @@
+"""Gradients of every reduction with a complex rule at the points eager's backward special-cases:
+rows of zero variance (constant, all zero, an expanded or broadcast input), zero vectors for the
+norms, zeros (one, two) and infinities among a product's factors. Each front end's gradient is
+compared with eager's, NaN for NaN and infinity for infinity (tests/test_gradients.py's
+comparison); docs/numerics.md lists the special-cased points.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from test_gradients import FRONT_ENDS, _assert_matches, _eager, _gradients, _weights
+
+import realify
+
+inf = math.inf
+
+# rows of a (5, 4) matrix: each a point some backward special-cases, and one ordinary row
+ROWS = [
+    [1 + 2j, 1 + 2j, 1 + 2j, 1 + 2j],      # constant: zero variance
+    [0j, 0j, 0j, 0j],                      # zero vector
+    [0j, 1 - 1j, 2 + 0.5j, -1j],           # one zero factor
+    [0j, 1 - 1j, 0j, -1j],                 # two zero factors
+    [0.3 - 1j, -2 + 0.5j, 1.5j, 0.7 + 0.2j],  # ordinary
+]
+
+NORM_ORDS = [2, 1, inf, -inf, 0, 3, 0.5]
+CORRECTIONS = [0, 1, 4]  # 4 = the row's length: a zero denominator
+
+
+def _reductions() -> dict:
+    functions = {
+        "sum": lambda z: z.sum(-1),
+        "mean": lambda z: z.mean(-1),
+        "prod": lambda z: z.prod(-1),
+        "prod-all": lambda z: z[2:3].prod(),
+        "cumsum": lambda z: z.cumsum(-1),
+        "cumprod": lambda z: z.cumprod(-1),
+        "abs": lambda z: z.abs(),
+        "sgn": lambda z: z.sgn(),
+        "norm": lambda z: torch.norm(z, dim=-1),
+        "logsumexp": lambda z: torch.logsumexp(z, -1),
+    }
+    for c in CORRECTIONS:
+        functions[f"var-c{c}"] = lambda z, c=c: z.var(-1, correction=c)
+        functions[f"std-c{c}"] = lambda z, c=c: z.std(-1, correction=c)
+        functions[f"var_mean-c{c}"] = lambda z, c=c: torch.var_mean(z, -1, correction=c)[0]
+        functions[f"std_mean-c{c}"] = lambda z, c=c: torch.std_mean(z, -1, correction=c)[0]
+    for p in NORM_ORDS:
+        functions[f"vector_norm-{p}"] = lambda z, p=p: torch.linalg.vector_norm(z, p, dim=-1)
+    return functions
+
+
+REDUCTIONS = _reductions()
+# the input as given, its first column expanded over the row (an expanded input: every row of
+# zero variance, one storage element per row) and broadcast against a zero row
+INPUTS = {
+    "rows": lambda z: z,
+    "expanded": lambda z: z[:, :1].expand(-1, 4),
+    "broadcast": lambda z: z[:, :1] + torch.zeros(4, dtype=z.dtype),
+}
+
+
+def _program(layout: str):
+    names = list(REDUCTIONS)
+
+    def program(*inputs):
+        return tuple(REDUCTIONS[n](INPUTS[layout](z)) for n, z in zip(names, inputs))
+
+    return program
+
+
+def _compile_eager_inner(program, leaves):
+    torch._dynamo.reset()
+    return realify.compile(program, inner="eager")(*leaves)
+
+
+FRONT_ENDS = {**FRONT_ENDS, "compile-eager": _compile_eager_inner}
+# every front end at every point, in complex64 and complex128 for the eager front end and
+# decompose (the traced front ends run decompose's real graph); Inductor (a compile of the whole
+# table forward and backward, about a minute) on the rows as given in complex64, with the slow
+# tables (-m slow)
+_IDS = {torch.complex64: "c64", torch.complex128: "c128"}
+CASES = [*(pytest.param(f, d, layout, id=f"{f}-{_IDS[d]}-{layout}")
+           for f in ("eager", "decompose", "export", "compile-eager")
+           for d in ((torch.complex64, torch.complex128) if f in ("eager", "decompose") else (torch.complex64,))
+           for layout in INPUTS),
+         pytest.param("compile", torch.complex64, "rows", id="inductor-c64-rows", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("front_end,dtype,layout", CASES)
+def test_reduction_gradients_at_degenerate_points(front_end, dtype, layout, fresh_dynamo):
+    program = _program(layout)
+    point = torch.tensor(ROWS, dtype=dtype)
+    inputs = [point.clone() for _ in REDUCTIONS]
+    outputs = program(*inputs)
+    weights = _weights(outputs)
+    expected = _gradients(_eager, program, inputs, weights)
+    got = _gradients(FRONT_ENDS[front_end], program, inputs, weights)
+    failures = []
+    for name, g, e in zip(REDUCTIONS, got, expected):
+        try:
+            _assert_matches(name, g.reshape(-1), e.reshape(-1), dtype)
+        except AssertionError as err:
+            failures.append(str(err))
+    assert not failures, "\n".join(failures)
