@@ -34,7 +34,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils._pytree import SequenceKey, keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
 from torch.utils._sympy.numbers import int_oo
 
-from .engine.decompose import decompose
+from .engine.decompose import RECURRENT_FORMS, decompose
 from .engine.size_conditions import SizeConditions
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 from .passes.cleanup import copies_to_views
@@ -95,7 +95,8 @@ def export(
     try:
         # standard ops only (no pair_products): no realify::cmul_pairs, which other runtimes would not know
         with SizeConditions(trace_inputs) as conditions:
-            real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved")
+            real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved",
+                                decompositions=RECURRENT_FORMS)
     except MissingRuleError as err:
         raise _for_export(err) from None
     conditions.refuse(complex_ep, _constraint_violation)

@@ -501,6 +501,12 @@ def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:
             raise NoOnnxFormError("torch.as_strided of a strided view (here of a complex value's part)",
                                   "ONNX tensors have no storage for its strides to address; call as_strided on a "
                                   "contiguous tensor (x.contiguous()), or index with view ops (slicing, unfold)")
+    if ep.graph.find_nodes(op="call_function", target=torch.ops.aten.linalg_matrix_exp.default):
+        raise NoOnnxFormError("torch.linalg.matrix_exp",
+                              "torch.onnx has no form of the matrix exponential (of real matrices either; realify "
+                              "computes a complex one as the real exponential of its real embedding); compute it "
+                              "outside the exported program, or export a fixed-degree Taylor or Pade polynomial of "
+                              "your own where the matrix norm is bounded")
     for node in ep.graph.nodes:
         name = getattr(node.target, "_opname", "")
         if node.op == "call_function" and getattr(node.target, "namespace", "") == "realify" \

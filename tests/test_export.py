@@ -420,6 +420,51 @@ def test_products_along_a_dynamic_dim_are_right_at_every_size():
         to_onnx(ep)
 
 
+class _RecurrentOnParts(torch.nn.Module):
+    """A complex recurrent layer as such packages build it: one real layer on the real parts,
+    one on the imaginary parts."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        layer = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[kind]
+        self.re, self.im = layer(4, 5, batch_first=True), layer(4, 5, batch_first=True)
+
+    def forward(self, z):
+        return torch.complex(self.re(z.real)[0] - self.im(z.imag)[0], self.re(z.imag)[0] + self.im(z.real)[0])
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn"])
+def test_real_recurrent_layers_export_as_their_cells(kind):
+    """Real LSTM/GRU/RNN layers leave realify.export as their cells' ops (traced to aten they
+    would become the CPU kernel aten.mkldnn_rnn_layer, which torch.onnx has no translation
+    for): eager's values in the program and in ONNX Runtime."""
+    torch.manual_seed(0)
+    module, z = _RecurrentOnParts(kind).eval(), randc(2, 3, 4)
+    ep = realify.export(module, (z,))
+    assert not ep.graph.find_nodes(op="call_function", target=torch.ops.aten.mkldnn_rnn_layer.default)
+    with torch.no_grad():
+        expected = module(z)
+    assert_close(realify.ComplexCallAdapter(ep)(z), expected)
+    _, session = onnx_session(ep)
+    (out,) = run_onnx(session, [interleave(z)])
+    assert_close(torch.from_numpy(out), interleave(expected))
+
+
+class _MatrixExp(torch.nn.Module):
+    def forward(self, a):
+        return torch.linalg.matrix_exp(a * 1j)
+
+
+def test_matrix_exp_has_no_onnx_form_and_says_so():
+    """The program exports with eager's values; realify.onnx names the op (torch.onnx has no
+    matrix exponential, real or complex) rather than failing inside torch.onnx."""
+    a = randc(3, 3)
+    ep = realify.export(_MatrixExp(), (a,))
+    assert_close(realify.ComplexCallAdapter(ep)(a), _MatrixExp()(a))
+    with pytest.raises(realify.NoOnnxFormError, match="matrix_exp"):
+        to_onnx(ep)
+
+
 def test_linear_over_a_dynamic_batch_is_dynamic():
     """A complex Linear over 3-D inputs with a dynamic batch: the batch stays symbolic (ATen's
     C++ linear would read it as an integer under functionalization), right at other batches in

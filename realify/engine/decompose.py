@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
+from torch._decomp import decomposition_table
 from torch._dispatch.python import enable_python_dispatcher
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
@@ -69,6 +70,7 @@ def decompose(
     complex_autocast: bool | None = None,
     on_complex_op: Callable[[Any, fx.Node], None] | None = None,
     cpu_vector_bytes: int | None = None,
+    decompositions: dict | None = None,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -116,6 +118,10 @@ def decompose(
 
     ``on_complex_op(op, node)``, where given, observes each complex op of the functional graph
     as it is planarized (:func:`realify.explain` lists them).
+
+    ``decompositions`` (op -> function) replace the nodes of a GraphModule ``program`` that call
+    those ops, before the trace reaches their device's kernels (``realify.export`` passes
+    :data:`RECURRENT_FORMS`).
     """
     multiplications = config.gemm_multiplications if gemm_multiplications is None else gemm_multiplications
     if multiplications not in (3, 4):
@@ -126,7 +132,8 @@ def decompose(
     requires_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     try:
         with fake_mode:
-            functional, signature = _functionalize(program, fake_inputs, lower_precision, requires_grad)
+            functional, signature = _functionalize(program, fake_inputs, lower_precision, requires_grad,
+                                                   decompositions or {})
             signature = dataclasses.replace(signature, input_layout=input_layouts(inputs, len(fake_inputs)),
                                             output_layout=outputs, eager_outputs=eager_outputs)
             boundary_inputs = [boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
@@ -150,6 +157,22 @@ def decompose(
 
 
 # ---- stage 1: functionalize ---------------------------------------------------------------
+
+# The recurrent layers (LSTM, GRU, RNN) as PyTorch's decompositions into their cells' ops: traced
+# to aten, a real LSTM otherwise becomes its CPU kernel, aten.mkldnn_rnn_layer, which no exporter
+# knows (torch.export keeps aten.lstm, which torch.onnx translates). realify.export passes these;
+# the compile backend keeps the kernel, as the default backend does.
+def _cells(decomposition: Callable) -> Callable:
+    # with oneDNN on, the decomposition itself picks the CPU kernel
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with torch.backends.mkldnn.flags(enabled=False):
+            return decomposition(*args, **kwargs)
+    return run
+
+
+RECURRENT_FORMS = {op: _cells(decomposition_table[op])
+                   for packet in (aten.lstm, aten.gru, aten.rnn_tanh, aten.rnn_relu)
+                   for op in (packet.input, packet.data)}
 
 
 def _fake_mode_of(example_inputs: Sequence[Any]) -> FakeTensorMode:
@@ -184,7 +207,7 @@ def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
 
 
 def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: bool,
-                   requires_grad: Sequence[bool]) -> tuple[fx.GraphModule, Boundary]:
+                   requires_grad: Sequence[bool], decompositions: dict) -> tuple[fx.GraphModule, Boundary]:
     holder: dict[str, Any] = {}
     if isinstance(program, fx.GraphModule):
         program = functions_as_opaque_calls(program, decompose)
@@ -196,7 +219,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
                 SymbolicForms() if symbolic_trace else nullcontext():
             if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
                 holder["grad"] = GradSemantics(args, requires_grad)
-                result = DynamoGraphRunner(program, holder["grad"]).run(*args)
+                result = DynamoGraphRunner(program, holder["grad"], decompositions).run(*args)
             else:
                 with SourceLines():
                     result = program(*args)

@@ -55,9 +55,11 @@ class DynamoGraphRunner(fx.Interpreter):
         (torch._C._functorch, "_unwrap_for_grad", 1),
     ]}
 
-    def __init__(self, gm: fx.GraphModule, grad_semantics: GradSemantics | None = None):
+    def __init__(self, gm: fx.GraphModule, grad_semantics: GradSemantics | None = None,
+                 decompositions: dict | None = None):
         super().__init__(gm)
         self.grad_semantics = grad_semantics  # eager autograd's view of the program, kept in the trace
+        self.decompositions = decompositions or {}  # ops whose nodes run as these functions instead
 
     def run_node(self, n: fx.Node) -> Any:
         semantics = self.grad_semantics
@@ -76,10 +78,12 @@ class DynamoGraphRunner(fx.Interpreter):
         position = self._LEVEL_ARG.get(target)
         if position is not None and self.level_offset:
             args = (*args[:position], args[position] + self.level_offset, *args[position + 1:])
+        if target in self.decompositions:
+            return self.decompositions[target](*args, **kwargs)
         if target is torch.ops.higher_order.invoke_subgraph:
             # a nested_compile_region: inlined (compiled with its callers, not once for all)
             subgraph, _identifier, *operands = args
-            return DynamoGraphRunner(subgraph, self.grad_semantics).run(*operands)
+            return DynamoGraphRunner(subgraph, self.grad_semantics, self.decompositions).run(*operands)
         if target is torch.ops.higher_order.associative_scan:
             combine_fn, xs, additional = args
             def stored_step(*operands):
