@@ -106,3 +106,17 @@ def test_reduction_gradients_at_degenerate_points(front_end, dtype, layout, fres
         except AssertionError as err:
             failures.append(str(err))
     assert not failures, "\n".join(failures)
+
+
+# every pairing of parts that are infinite, NaN, zero of either sign, huge (|z| overflows) and
+# subnormal (|z| underflows)
+_PARTS = (inf, -inf, 1.0, 0.0, -0.0, math.nan, 1e38, 1e-40)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=["c64", "c128"])
+@pytest.mark.parametrize("front_end", ["eager", "decompose", "export", "compile-eager"])
+def test_sgn_of_special_values_is_eagers(front_end, dtype, fresh_dynamo):
+    z = torch.tensor([complex(a, b) for a in _PARTS for b in _PARTS], dtype=dtype)
+    expected = torch.view_as_real(torch.sgn(z))
+    actual = torch.view_as_real(FRONT_ENDS[front_end](lambda z: (torch.sgn(z),), [z])[0].detach())
+    torch.testing.assert_close(actual, expected, equal_nan=True, rtol=0, atol=0)
