@@ -95,6 +95,23 @@ def test_opinfo_entries_compiled(op, fresh_dynamo):
     _check_all(dtype_mix.opinfo_cases(op, COMPILED_KINDS), "compile")
 
 
+# OpInfo's error inputs, their floating tensors made complex: the exception type eager raises
+@pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op)) for op in dtype_mix.error_entries()])
+def test_error_inputs_eager_front_end(op):
+    cases = dtype_mix.error_cases(op)
+    if not cases:
+        pytest.skip(f"eager accepts every error input of {op_id(op)} once its tensors are complex")
+    _check_all(cases, "eager")
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op)) for op in dtype_mix.error_entries()[::COMPILED_STRIDE]])
+def test_error_inputs_compiled(op, fresh_dynamo):
+    cases = dtype_mix.error_cases(op)
+    if not cases:
+        pytest.skip(f"eager accepts every error input of {op_id(op)} once its tensors are complex")
+    _check_all(cases, "compile")
+
+
 def test_a_refusal_names_the_users_line(fresh_dynamo):
     """The eager front end and realify.export raise eager's exception with the user's line;
     the compile backend lets the captured graph raise it, as the default backend does."""

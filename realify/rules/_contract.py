@@ -63,15 +63,16 @@ def refusal(func: OpOverload, args: tuple, kwargs: dict,
 
 def eager_error(func: OpOverload, args: tuple, kwargs: dict,
                 where: Callable[[], str | None] | None = None) -> BaseException | None:
-    """Where a rule failed on a call: the exception eager raises for the same call on probes
-    (eager's type and message for a contract the rule checks its own way, an operand of the
-    wrong rank), or None where eager's probes run."""
+    """Where a rule failed on a call: the exception eager raises for the same call on probes of
+    either fill (eager's type and message for a contract the rule checks its own way: an
+    operand of the wrong rank, a complex value that fits no integer), or None where eager's
+    probes run."""
     if func.namespace != "aten":
         return None
     leaves, spec = tree_flatten((args, kwargs))
     with _probing():
-        errors = [_run_probes(func, leaves, spec, lambda i, x: x.dtype, fill) for fill in _FILLS]
-    if any(e is None for e in errors):
+        errors = [e for fill in _FILLS if (e := _run_probes(func, leaves, spec, lambda i, x: x.dtype, fill))]
+    if not errors:
         return None
     return _as_raised(func, errors[0], where, {x.dtype for x in leaves if isinstance(x, torch.Tensor)})
 
@@ -104,7 +105,7 @@ def _probe(func: OpOverload, leaves: list, spec, dtypes: set) -> BaseException |
     promoted = _promoted(dtypes)
     integral = [i for i, x in enumerate(leaves) if _integral(x)]
     with _probing():
-        # integer operands filled with 0, then 1 (a LAPACK pivot is at least 1)
+        # filled with 0, then 1 (a LAPACK pivot is at least 1; 1 + 1i fits no integer)
         errors = [_run_probes(func, leaves, spec, lambda i, x: x.dtype, fill) for fill in _FILLS]
         if any(e is None for e in errors):
             return None
@@ -158,11 +159,12 @@ def _integral(x: Any) -> bool:
 
 def _probe_of(x: torch.Tensor, dtype: torch.dtype, fill: int) -> torch.Tensor:
     # sizes of at most 3 (symbolic ones 3): sizes that agree still agree, and ops that need a
-    # size of 3 (cross) still get it; floating and complex values 0, integers ``fill``
+    # size of 3 (cross) still get it; every value ``fill`` (``fill + fill i`` for complex ones),
+    # booleans False
     shape = [min(s, 3) if isinstance(s, int) else 3 for s in x.shape]
-    if dtype.is_floating_point or dtype.is_complex or dtype is torch.bool:
+    if dtype is torch.bool:
         return torch.zeros(shape, dtype=dtype)
-    return torch.full(shape, fill, dtype=dtype)
+    return torch.full(shape, complex(fill, fill) if dtype.is_complex else fill, dtype=dtype)
 
 
 def _concrete(x: Any) -> Any:

@@ -102,7 +102,11 @@ def where(condition, self, other):
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(self, mask, value):
-    # the fill value (possibly complex) where mask holds; the dtype stays self's
+    # the fill value (possibly complex) where mask holds; the dtype stays self's. A tensor value
+    # is 0-d, as eager checks (a selection would broadcast it)
+    if isinstance(value, torch.Tensor) and value.dim() != 0:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.dim()} dimension(s).")
     return _select(mask, value, self, self.dtype)
 
 

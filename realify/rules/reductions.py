@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from ..runtime.complex_lapack import pairs_op
 from ..runtime.complex_tensor import ComplexTensor
@@ -274,10 +275,11 @@ def logcumsumexp(self, dim):
     if not isinstance(self, ComplexTensor):
         return self.logcumsumexp(dim)
     re, im = self.re, self.im
+    dim = canonicalize_dim(re.dim(), dim)  # eager's IndexError for a dim out of range
     if re.dim() == 0 or re.numel() == 0:
         # a 0-d tensor is copied (no step with -inf + 0i), as eager does; empty stays empty
         return ComplexTensor(re.clone(), im.clone())
-    out = apply(_LOGCUMSUMEXP, C(re, im), constants=[dim % re.dim()])
+    out = apply(_LOGCUMSUMEXP, C(re, im), constants=[dim])
     assert isinstance(out, C)
     return ComplexTensor(out.re, out.im)
 

@@ -113,6 +113,36 @@ def opinfo_cases(op, kinds: tuple[str, ...] = KINDS) -> Iterator[Case]:
     yield from _mixes(op_id(op), program, tuple(t.detach() for t in tensors), kinds)
 
 
+def _complex(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.to(torch.complex128 if x.dtype == torch.float64 else torch.complex64)
+    return x
+
+
+@functools.cache
+def error_entries() -> list:
+    """The complex OpInfo entries with error inputs (``error_inputs_func``)."""
+    return [op for op in complex_ops() if op.error_inputs_func is not None]
+
+
+def error_cases(op) -> list[Case]:
+    """The entry's error inputs with their floating tensors made complex, where one is and eager
+    still raises on it (the call each front end must refuse as eager does)."""
+    try:
+        inputs = list(op.error_inputs(torch.device("cpu")))
+    except Exception:  # an entry whose error inputs need another device or dtype
+        return []
+    cases = []
+    for error_input in inputs:
+        sample = error_input.sample_input.transform(_complex)
+        tensors, program = sample_program(op, sample)
+        if not any(t.is_complex() for t in tensors):
+            continue
+        if outcome(functools.partial(program, *tensors)).error is not None:
+            cases.append(Case(op_id(op), program, tuple(tensors)))
+    return cases
+
+
 def _mixes(name: str, program: Callable, operands: tuple, kinds: tuple[str, ...]) -> Iterator[Case]:
     """Each complex operand in turn as every other kind of ``kinds``."""
     for i, operand in enumerate(operands):
