@@ -135,9 +135,11 @@ def apply_checked(func: OpOverload, args: tuple, kwargs: dict, where: Callable[[
     except (RealifyError, NotImplementedError):
         raise
     except Exception as err:
-        # a rule that failed on operands eager refuses too: eager's exception and message
+        # a rule that failed on operands eager refuses too, with another exception type: eager's
+        # exception and message (a rule's error of eager's type is its own, read from the data:
+        # a matrix that is not positive-definite, at its order)
         eager = eager_error(func, args, kwargs, where) if depth == 0 and isinstance(func, OpOverload) else None
-        if eager is None:
+        if eager is None or isinstance(err, type(eager)):
             raise
         raise eager from err
     finally:
