@@ -68,13 +68,14 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
                             pair_products=config.interleaved_products,
                             cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
     except Exception as err:
-        if getattr(err, "eager_refusal", None) is None:
+        refused_op = getattr(err, "eager_refusal", None)
+        if refused_op is None:
             raise
         # an op eager refuses on these operands' dtypes (realify/rules/_contract.py): the graph
         # runs as captured, so the call raises eager's own error where eager raises it, as it
         # does under the default backend
         log.warning("eager refuses %s in the graph%s; it runs as captured, raising eager's error",
-                    err.eager_refusal, _first_source_line(captured))
+                    refused_op, _first_source_line(captured))
         return captured.forward
     signature = signature_of(real_gm)
     real_examples = [_split_example(x, layout) if c else x
