@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import realify
@@ -417,10 +418,19 @@ def test_convolution_product_count(gemm):
     fn = lambda x, w: torch.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
     x, w = _conv_inputs([(1, 4, 8, 8), (6, 4, 3, 3)], torch.complex64)
     count = lambda gm: targets(gm).count(aten.convolution.default)
+    def real_side(xr, xi, wr, wi, real_input):
+        # the rule with one real operand, as rules call it (a user's call raises eager's error)
+        x, w = (xr, ComplexTensor(wr, wi)) if real_input else (ComplexTensor(xr, xi), wr)
+        out = apply_rule(aten.convolution.default, (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
+        return out.re, out.im
+
+    parts = [p.contiguous() for p in (x.real, x.imag, w.real, w.imag)]
     with realify.config.patch(gemm_multiplications=gemm):
         assert count(realify.decompose(fn, [x, w])) == gemm
-        assert count(realify.decompose(fn, [x, w.real.contiguous()])) == 2
-        assert count(realify.decompose(fn, [x.real.contiguous(), w])) == 2
+        for real_input in (False, True):
+            assert count(make_fx(lambda *p, r=real_input: real_side(*p, r))(*parts)) == 2
+        with pytest.raises(RuntimeError):
+            realify.decompose(fn, [x, w.real.contiguous()])  # eager refuses the mix
 
 
 def test_convolution_mixed_operands():

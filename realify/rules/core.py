@@ -167,20 +167,8 @@ def copy(self, src, non_blocking=False):
     re, im = (p if p is None or isinstance(p, torch.Tensor) else torch.full((), p, dtype=part_dtype, device=self.device)
               for p in parts(src, part_dtype))
     if not dtype.is_complex:
-        return _overwritten(self, re.to(dtype).expand(self.shape).clone())
-    out = complex_like(re.expand(self.shape), None if im is None else im.expand(self.shape), dtype, self)
-    if not isinstance(self, ComplexTensor):
-        return out
-    return ComplexTensor(_overwritten(self.re, out.re), _overwritten(self.im, out.im))
-
-
-def _overwritten(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-    # new's values, still connected to old with a zero gradient, as eager's copy_ leaves an
-    # overwritten tensor (its .grad a zero tensor, not None): where(True, new, old). A trace
-    # does not know whether old requires grad (the differentiation comes later), so always.
-    if not (old.dtype.is_floating_point or old.dtype.is_complex):
-        return new
-    return torch.where(torch.ones((), dtype=torch.bool, device=new.device), new, old)
+        return re.to(dtype).expand(self.shape).clone()
+    return complex_like(re.expand(self.shape), None if im is None else im.expand(self.shape), dtype, self)
 
 
 @register(aten._to_copy.default)
