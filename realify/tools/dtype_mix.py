@@ -18,6 +18,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from .opinfo import GEMM_OPS, assert_matches, complex_ops, op_id, sample_program, samples
+from .symbolic_sizes import _Program as ModuleOf
 
 # what an operand may be: a tensor dtype, a Python complex number or a 0-d complex64 tensor
 KINDS = ("float32", "float64", "complex32", "complex64", "complex128", "int64", "bool", "python complex",
@@ -211,22 +212,13 @@ def _of_tensors(case: Case) -> tuple[Callable, list[torch.Tensor]]:
 def _export_front_end(case: Case) -> Any:
     import realify
     program, tensors = _of_tensors(case)
-    ep = realify.export(_Module(program), tuple(tensors))
+    ep = realify.export(ModuleOf(program), tuple(tensors))
     return realify.ComplexCallAdapter(ep)(*tensors)
 
 
 def _plain_export(case: Case) -> Any:
     program, tensors = _of_tensors(case)
-    return torch.export.export(_Module(program), tuple(tensors)).module()(*tensors)
-
-
-class _Module(torch.nn.Module):
-    def __init__(self, program: Callable):
-        super().__init__()
-        self.program = program
-
-    def forward(self, *tensors):
-        return self.program(*tensors)
+    return torch.export.export(ModuleOf(program), tuple(tensors)).module()(*tensors)
 
 
 FRONT_ENDS: dict[str, Callable[[Case], Any]] = {
