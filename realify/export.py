@@ -35,9 +35,11 @@ from torch.utils._pytree import SequenceKey, keystr, tree_flatten, tree_flatten_
 from torch.utils._sympy.numbers import int_oo
 
 from .engine.decompose import RECURRENT_FORMS, decompose
+from .engine.dynamo_graph import source_line
 from .engine.size_conditions import SizeConditions
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
 from .passes.cleanup import copies_to_views
+from .rules import check_contract, contract_checked_before
 from .runtime.aliasing import OutputView
 from .runtime.boundary import SIGNATURE_KEY, Boundary, RealCall, is_complex, signature_of
 from .runtime.dtypes import pairs_of
@@ -92,9 +94,10 @@ def export(
     _drop_metadata_asserts(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
+    check_contract(gm, source_line)
     try:
         # standard ops only (no pair_products): no realify::cmul_pairs, which other runtimes would not know
-        with SizeConditions(trace_inputs) as conditions:
+        with SizeConditions(trace_inputs) as conditions, contract_checked_before():
             real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved",
                                 decompositions=RECURRENT_FORMS)
     except MissingRuleError as err:

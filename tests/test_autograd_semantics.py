@@ -543,3 +543,24 @@ def test_explain_names_custom_functions_and_stop_gradients(fresh_dynamo):
     report = realify.explain(no_grad_max, z, w)
     text = str(report)
     assert not report.islands and "stop_gradient" in text and "no_grad_max: s = (z @ w)" in text, text
+
+
+def _copied_into_real(w, z):
+    y = w * 2
+    y.copy_(z * (1 - 2j))  # the real part; eager warns that the imaginary part is discarded
+    return y * 3
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_a_real_tensor_overwritten_by_a_complex_copy_keeps_eagers_connection(inner, fresh_dynamo):
+    """The overwritten tensor's history gets eager's zero gradient (a zero tensor, not None: a
+    real leaf reached only through it still has a gradient), the complex source its real
+    part's."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(3, 4, generator=gen, requires_grad=True)
+    z = torch.randn(3, 4, dtype=C64, generator=gen, requires_grad=True)
+    expected = torch.autograd.grad(_copied_into_real(w, z).sum(), (w, z), allow_unused=True)
+    got = torch.autograd.grad(realify.compile(_copied_into_real, inner=inner)(w, z).sum(), (w, z), allow_unused=True)
+    for g, e in zip(got, expected):
+        assert g is not None, "a gradient eager gives is None"
+        torch.testing.assert_close(g, e, rtol=0, atol=0)

@@ -108,6 +108,30 @@ def test_reduction_gradients_at_degenerate_points(front_end, dtype, layout, fres
     assert not failures, "\n".join(failures)
 
 
+# cumprod's rows: a zero followed by an infinite part (the first zero's gradient is NaN in eager,
+# every later one exactly 0), a zero after an infinite part, two zeros, a zero last
+CUMPROD_ROWS = [
+    [0j, 1 - 1j, complex(inf, 0), -1j],
+    [1 + 1j, 0j, 2 + 0j, complex(inf, 1)],
+    [complex(inf, 0), 1 - 1j, 0j, 3 + 0j],
+    [0j, 0j, 1 + 0j, 2j],
+    [1 + 0j, 2j, 0.5 - 1j, 0j],
+]
+
+
+@pytest.mark.parametrize("front_end,dtype,layout", [c for c in CASES if c.values[2] == "rows"])
+def test_cumprod_gradient_after_a_zero_is_eagers(front_end, dtype, layout, fresh_dynamo):
+    def program(z):
+        return (z.cumprod(-1), z[:, 1:].cumprod(0))
+
+    point = torch.tensor(CUMPROD_ROWS, dtype=dtype)
+    outputs = program(point)
+    weights = _weights(outputs)
+    expected = _gradients(_eager, program, [point], weights)
+    got = _gradients(FRONT_ENDS[front_end], program, [point], weights)
+    _assert_matches("cumprod", got[0].reshape(-1), expected[0].reshape(-1), dtype)
+
+
 # every pairing of parts that are infinite, NaN, zero of either sign, huge (|z| overflows) and
 # subnormal (|z| underflows)
 _PARTS = (inf, -inf, 1.0, 0.0, -0.0, math.nan, 1e38, 1e-40)

@@ -38,15 +38,6 @@ KNOWN = {
     # a ComplexTensor's shape is fixed at creation: resize_as_ to another shape is a named
     # NotImplementedError (docs/limits.md)
     "resize_as_": (("eager", ""),),
-    # torch.export decomposes linear with a bias into addmm(bias, x, w.T), which eager refuses
-    # for a bias of another dtype (eager's own linear adds it after the product): realify.export
-    # raises eager's addmm error where eager's linear runs (docs/limits.md)
-    "linear-bias": tuple(("export", f"{dtype}[5])") for dtype in ("float32", "float64", "int64", "bool")),
-    # in-place arithmetic writing a complex result into a real tensor: realify.export's trace
-    # functionalizes the write (op, then copy) before the rule table sees it, and the copy
-    # drops the imaginary part where eager raises (docs/limits.md)
-    **{op: tuple(("export", f"({dtype}[3, 4], ") for dtype in ("float32", "float64", "int64", "bool"))
-       for op in ("add_", "sub_", "mul_", "div_")},
 }
 
 

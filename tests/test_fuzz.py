@@ -75,9 +75,9 @@ KEEP_OFF = {
     # as a view of the input (test_expanded_reshape_and_view_outputs)
     "reshape_of_expanded": False,  # fixed: on
     # cumprod's gradient where a row holds a zero followed by an infinite part: nan for the
-    # later entries in realify, whose derivative is autograd through the running product
-    # (0 * inf), 0 in eager's formula (realify/rules/reductions.py, docs/limits.md; not fixed)
-    "cumprod_of_infinities": True,
+    # later entries where the derivative was autograd through the running product (0 * inf),
+    # 0 in eager's formula, which realify's rule now has
+    "cumprod_of_infinities": False,  # fixed: on
 }
 
 def _product_bound(bound: float, n: int) -> float:
@@ -144,12 +144,14 @@ class Input:
     shape: tuple[int, ...]
     values: list[complex]
     axis: str = ""  # "real" / "imag": made from real data (exact axis points)
-    view: str = "base"  # "base", "base.conj()", "base.mT", "base[..., ::2]", "base.expand(...)"
+    view: str = "base"  # "base", "base.conj()", "base.mT", "base[..., ::2]", "base[:-1]", "expand" (to shape)
     base_shape: tuple[int, ...] = ()
     alias_of: str | None = None  # the same tensor as another argument
     overlap_of: str | None = None  # base[1:] of another argument's base[:-1] (overlapping views)
 
-    def code(self, dtype: torch.dtype) -> str:
+    def code(self, dtype: torch.dtype, grown: bool = False) -> str:
+        """The lines that make the argument; ``grown``: at :func:`_grown` of its shape, the
+        base's values tiled (every special value and magnitude the drawn ones hold)."""
         if self.alias_of is not None:
             return f"{self.name} = {self.alias_of}  # the same tensor twice"
         if self.overlap_of is not None:
@@ -157,11 +159,36 @@ class Input:
             return f"{self.name} = {base}[1:]  # overlaps {self.overlap_of} = {base}[:-1]"
         values = ", ".join(_complex_literal(v) for v in self.values)
         data = f"torch.tensor([{values}], dtype={_dtype_name(dtype)}).reshape({self.base_shape!r})"
+        shape = _grown(self.shape) if grown else self.shape
+        base_shape = _base_shape(self.view, shape)
+        if base_shape != self.base_shape:
+            reps = tuple(-(-new // old) if old else 1 for old, new in zip(self.base_shape, base_shape))
+            data = f"{data}.repeat({reps})[{', '.join(f':{n}' for n in base_shape)}]"
         if self.axis == "real":
-            data = f"torch.complex({data}.real, torch.zeros({self.base_shape}, dtype={_dtype_name(dtype)}.to_real()))"
+            data = f"(lambda d: torch.complex(d.real, torch.zeros_like(d.real)))({data})"
         elif self.axis == "imag":
-            data = f"torch.complex(torch.zeros({self.base_shape}, dtype={_dtype_name(dtype)}.to_real()), {data}.imag)"
-        return f"{self.name}_base = {data}\n{self.name} = {self.view.replace('base', self.name + '_base')}"
+            data = f"(lambda d: torch.complex(torch.zeros_like(d.imag), d.imag))({data})"
+        view = f"base.expand{shape}" if self.view == "expand" else self.view
+        return f"{self.name}_base = {data}\n{self.name} = {view.replace('base', self.name + '_base')}"
+
+
+def _grown(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The call shape a program sees second: each size of 2 or more doubled (0 and 1, which
+    dynamo specializes, kept)."""
+    return tuple(2 * n if n >= 2 else n for n in shape)
+
+
+def _base_shape(view: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of the base tensor an argument of ``shape`` is the view ``view`` of."""
+    if view == "base.mT":
+        return (*shape[:-2], shape[-1], shape[-2])
+    if view == "base[..., ::2]":
+        return (*shape[:-1], 2 * shape[-1])
+    if view == "expand":
+        return (1, *shape[1:])
+    if view == "base[:-1]":
+        return (shape[0] + 1, *shape[1:])
+    return shape
 
 
 @dataclasses.dataclass
@@ -175,6 +202,10 @@ class Program:
     check_grads: bool = True
     projection_seed: int = 0
     dynamic: bool = False  # compiled with dynamic=True: every size symbolic (but those of 0 and 1)
+    # called a second time, at the inputs grown (Input.code): automatic dynamic shapes then
+    # recompile with symbolic sizes, as a loop over batches or lengths does
+    second_call: bool = False
+    grown: bool = False  # this copy's inputs are the grown ones
 
     def source(self, lines: list[str] | None = None) -> str:
         args = ", ".join(i.name for i in self.inputs)
@@ -217,14 +248,14 @@ class Program:
         leaves = []
         for spec in self.inputs:
             if spec.alias_of is not None or spec.overlap_of is not None:
-                exec(spec.code(dtype), env)
+                exec(spec.code(dtype, self.grown), env)
                 continue
-            exec(spec.code(dtype).split("\n")[0], env)
+            exec(spec.code(dtype, self.grown).split("\n")[0], env)
             base = env[f"{spec.name}_base"]
             if requires_grad:
                 base.requires_grad_(True)
             leaves.append(base)
-            exec(spec.code(dtype).split("\n")[1], env)
+            exec(spec.code(dtype, self.grown).split("\n")[1], env)
         return [env[i.name] for i in self.inputs], leaves
 
     def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis prints examples with this
@@ -233,7 +264,11 @@ class Program:
     def __repr__(self) -> str:
         inputs = "\n".join(i.code(self.dtype) for i in self.inputs)
         call = ", ".join(i.name for i in self.inputs)
-        return (f"\n{self.source()}\n{inputs}\n"
+        second = ""
+        if self.second_call:
+            grown = "\n".join(i.code(self.dtype, grown=True) for i in self.inputs)
+            second = f"# then the same compiled function on\n{grown}\n"
+        return (f"\n{self.source()}\n{inputs}\n{second}"
                 f"# compare realify.compile(program, inner=...{', dynamic=True' if self.dynamic else ''})({call}) "
                 f"with program({call})"
                 f"{'; gradients of the projected outputs' if self.check_grads else ''}\n")
@@ -312,7 +347,7 @@ class Builder:
         name = "abcdefghijklmnop"[len(self.inputs)]
         special = self.allow_special and not plain and draw(st.booleans())
         axis = "" if plain else draw(st.sampled_from(["", "", "", "real", "imag"]))
-        view, base_shape = "base", shape
+        view = "base"
         kinds = ["base"] if plain else ["base", "base", "conj", "mT", "strided", "expand", "alias", "overlap"]
         kind = draw(st.sampled_from(kinds))
         candidates = [i for i in self.inputs if i.shape == shape and i.alias_of is None and i.overlap_of is None]
@@ -322,7 +357,7 @@ class Builder:
             return self._add_input(spec, next(v for v in self.vars if v.name == other.name).bound)
         if kind == "overlap" and len(shape) >= 1 and shape[0] >= 1:
             # two arguments that are overlapping views of one storage: base[:-1], base[1:]
-            base_shape = (shape[0] + 1, *shape[1:])
+            base_shape = _base_shape("base[:-1]", shape)
             vals = self.values(math.prod(base_shape), special)
             first = Input(name, shape, vals, axis, "base[:-1]", base_shape)
             self._add_input(first, _bound(vals, axis))
@@ -332,11 +367,12 @@ class Builder:
         if kind == "conj":
             view = "base.conj()"
         elif kind == "mT" and len(shape) >= 2:
-            view, base_shape = "base.mT", (*shape[:-2], shape[-1], shape[-2])
+            view = "base.mT"
         elif kind == "strided" and len(shape) >= 1:
-            view, base_shape = "base[..., ::2]", (*shape[:-1], 2 * shape[-1])
+            view = "base[..., ::2]"
         elif kind == "expand" and len(shape) >= 1 and shape[0] != 1:
-            view, base_shape = f"base.expand{shape}", (1, *shape[1:])
+            view = "expand"
+        base_shape = _base_shape(view, shape)
         vals = self.values(math.prod(base_shape), special)
         spec = Input(name, shape, vals, axis, view, base_shape)
         return self._add_input(spec, _bound(vals, axis))
@@ -717,7 +753,7 @@ def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True
     check_grads = grads and not b.mutated and not (KEEP_OFF["axis_gradients"] and b.has_axis_or_special)
     return Program(dtype, b.inputs, b.lines, outputs, depth=count, mutates_inputs=b.mutated,
                    check_grads=check_grads, projection_seed=draw(st.integers(0, 2 ** 16)),
-                   dynamic=draw(st.integers(0, 2)) == 0)
+                   dynamic=draw(st.integers(0, 2)) == 0, second_call=draw(st.booleans()))
 
 
 # ---- running and comparing -------------------------------------------------------------------
@@ -890,7 +926,27 @@ def _grads(loss, leaves):
 
 def check_program(program: Program, inner: str = "eager") -> None:
     """Run ``program`` through realify.compile (``inner``) and eagerly; compare outputs,
-    inputs after the call, and gradients of a random real projection of the outputs."""
+    inputs after the call, and gradients of a random real projection of the outputs. A
+    program with a second call runs the same compiled function again at its grown inputs,
+    where eager runs the program there (a slice or a literal size may not fit them)."""
+    torch._dynamo.reset()
+    compiled = _compiled(program, inner)
+    _check_call(program, inner, compiled)
+    grown = dataclasses.replace(program, grown=True)
+    if program.second_call and any(_grown(i.shape) != i.shape for i in program.inputs) and _eager_runs(grown):
+        _check_call(grown, inner, compiled)
+
+
+def _eager_runs(program: Program) -> bool:
+    try:
+        _run_eager(program, program.dtype, False)
+    except (RuntimeError, IndexError, ValueError):
+        return False
+    return True
+
+
+def _check_call(program: Program, inner: str, compiled) -> None:
+    """One call of ``compiled`` (``program`` compiled) on ``program``'s inputs, against eager."""
     grads = program.check_grads
     dtype = program.dtype
     _, leaves_e, out_e = _run_eager(program, dtype, grads)
@@ -902,7 +958,7 @@ def check_program(program: Program, inner: str = "eager") -> None:
     # other way round), and an FFT of such quotients cancels to 0 or to 1e-16. One complex64
     # rounding per op, in complex128, measures that condition without luck
     perturbed = _run_perturbed(program, program.projection_seed)
-    out, leaves = _run_realify(program, dtype, inner, grads)
+    out, leaves = _call(compiled, program, dtype, grads)
     flat_out, flat_e = tree_leaves(out), tree_leaves(out_e)
     assert len(flat_out) == len(flat_e)
     for i, (o, x, x64, x128, xp) in enumerate(zip(flat_out, flat_e, tree_leaves(out64), tree_leaves(out128),
@@ -955,11 +1011,12 @@ def check_program(program: Program, inner: str = "eager") -> None:
                                    2 * program.depth, f"gradient of input base {i}", **tolerance)
 
 
-def _run_realify(program: Program, dtype: torch.dtype, inner: str, grads: bool):
-    """The program compiled by realify on fresh inputs of ``dtype``: its outputs, and the
-    leaves of its inputs."""
-    torch._dynamo.reset()
-    compiled = realify.compile(program.function(), inner=inner, fullgraph=True, dynamic=program.dynamic or None)
+def _compiled(program: Program, inner: str):
+    return realify.compile(program.function(), inner=inner, fullgraph=True, dynamic=program.dynamic or None)
+
+
+def _call(compiled, program: Program, dtype: torch.dtype, grads: bool):
+    """``compiled`` on fresh inputs of ``dtype``: its outputs, and the leaves of its inputs."""
     args, leaves = program.make_inputs(dtype, requires_grad=grads)
     with warnings.catch_warnings(), realify.config.patch(gemm_multiplications=4):
         # 4 real products per complex GEMM: its elementwise error bound is that of eager's
@@ -970,7 +1027,7 @@ def _run_realify(program: Program, dtype: torch.dtype, inner: str, grads: bool):
 
 
 def _realify_grads(program: Program, dtype: torch.dtype, inner: str) -> list[torch.Tensor]:
-    out, leaves = _run_realify(program, dtype, inner, True)
+    out, leaves = _call(_compiled(program, inner), program, dtype, True)
     return _grads(_projected_loss(out, program.projection_seed), leaves)
 
 

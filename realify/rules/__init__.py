@@ -16,6 +16,8 @@ from ._registry import (
     Rule,
     apply_checked,
     apply_rule,
+    check_contract,
+    contract_checked_before,
     describe_rule,
     lookup,
     one_argument_functions,
@@ -25,5 +27,6 @@ from ._registry import (
 
 answer_aten_ops_with(apply_checked)
 
-__all__ = ["Rule", "apply_checked", "apply_rule", "complex_like", "describe_rule", "lookup", "make_complex",
-           "one_argument_functions", "parts", "promoted", "register", "register_each", "result_dtype"]
+__all__ = ["Rule", "apply_checked", "apply_rule", "check_contract", "complex_like", "contract_checked_before",
+           "describe_rule", "lookup", "make_complex", "one_argument_functions", "parts", "promoted", "register",
+           "register_each", "result_dtype"]

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from torch._ops import OpOverload
+from torch._prims_common import is_contiguous_or_false
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from torch.utils._python_dispatch import _disable_current_modes
@@ -95,7 +96,7 @@ def _as_raised(func: OpOverload, error: BaseException, where: Callable[[], str |
 
 def _signature(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
-        return (x.dtype, tuple(min(s, 3) if isinstance(s, int) else 3 for s in x.shape))
+        return (x.dtype, tuple(min(s, 3) if isinstance(s, int) else 3 for s in x.shape), _contiguous(x))
     if isinstance(x, _SYMBOLIC):
         return type(x)
     return x
@@ -168,11 +169,23 @@ def _integral(x: Any) -> bool:
 def _probe_of(x: torch.Tensor, dtype: torch.dtype, fill: int) -> torch.Tensor:
     # sizes of at most 3 (symbolic ones 3): sizes that agree still agree, and ops that need a
     # size of 3 (cross) still get it; every value ``fill`` (``fill + fill i`` for complex ones),
-    # booleans False
+    # booleans False; contiguous where the operand is, every second element of a row where it
+    # is not (eager's linear folds a contiguous input into addmm, which refuses a bias of
+    # another dtype, and adds a strided bias after its product, which takes it)
     shape = [min(s, 3) if isinstance(s, int) else 3 for s in x.shape]
-    if dtype is torch.bool:
-        return torch.zeros(shape, dtype=dtype)
-    return torch.full(shape, complex(fill, fill) if dtype.is_complex else fill, dtype=dtype)
+    strided = not _contiguous(x) and bool(shape)
+    if strided:
+        shape[-1] *= 2
+    value = False if dtype is torch.bool else complex(fill, fill) if dtype.is_complex else fill
+    probe = torch.full(shape, value, dtype=dtype)
+    return probe[..., ::2] if strided else probe
+
+
+def _contiguous(x: torch.Tensor) -> bool:
+    # a symbolic layout counts as contiguous (no guard on it), as does one with no strides (sparse)
+    if x.layout is not torch.strided:
+        return True
+    return bool(is_contiguous_or_false(x)) or not all(isinstance(s, int) for s in (*x.shape, *x.stride()))
 
 
 def _concrete(x: Any) -> Any:

@@ -5,14 +5,16 @@ on first lookup."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
+from torch.utils._pytree import tree_leaves
 
 from ..errors import MissingRuleError, RealifyError, RuleConflictError
 from ._contract import eager_error, refusal
@@ -120,12 +122,42 @@ def describe_rule(func: OpOverload) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def contract_checked_before() -> Iterator[None]:
+    """The calls under it are not checked against eager's contract again: the front end
+    checked the program as written (:func:`check_contract`), before decomposition replaced
+    its ops with others that eager holds to another contract (linear with a bias of another
+    dtype, which eager takes, becomes addmm, which eager refuses)."""
+    before = getattr(_nesting, "checked_before", False)
+    _nesting.checked_before = True
+    try:
+        yield
+    finally:
+        _nesting.checked_before = before
+
+
+def check_contract(gm: torch.fx.GraphModule, where: Callable[[torch.fx.Node], str | None]) -> None:
+    """Eager's contract on every op of ``gm`` with a complex operand, from the fake values its
+    nodes hold (``meta["val"]``): what eager raises is raised, naming ``where(node)``. Before
+    decomposition, whose functional form of an in-place op (the op, then a copy) no longer
+    carries the refusal of a complex result written into a real tensor."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, OpOverload):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+        if not any(isinstance(x, torch.Tensor) and x.is_complex() for x in tree_leaves((args, kwargs))):
+            continue
+        error = refusal(node.target, args, kwargs, where=functools.partial(where, node))
+        if error is not None:
+            raise error
+
+
 def apply_checked(func: OpOverload, args: tuple, kwargs: dict, where: Callable[[], str | None] | None = None) -> Any:
     """:func:`apply_rule` for a call the user's program makes (not one a rule makes inside its
     own computation): eager's contract on the operands' dtypes is checked first
     (realify/rules/_contract.py), and what eager raises is raised, naming ``where()``."""
     depth = getattr(_nesting, "depth", 0)
-    if depth == 0:
+    if depth == 0 and not getattr(_nesting, "checked_before", False):
         error = refusal(func, args, kwargs, where) if isinstance(func, OpOverload) else None
         if error is not None:
             raise error

@@ -167,7 +167,10 @@ def copy(self, src, non_blocking=False):
     re, im = (p if p is None or isinstance(p, torch.Tensor) else torch.full((), p, dtype=part_dtype, device=self.device)
               for p in parts(src, part_dtype))
     if not dtype.is_complex:
-        return re.to(dtype).expand(self.shape).clone()
+        # a real destination takes the real part; where() keeps the overwritten tensor in
+        # autograd's graph with a zero gradient, eager's connection (aten.copy has no derivative)
+        keep_src = torch.ones((), dtype=torch.bool, device=self.device)
+        return torch.where(keep_src, re.to(dtype), self).expand(self.shape).clone()
     return complex_like(re.expand(self.shape), None if im is None else im.expand(self.shape), dtype, self)
 
 

@@ -143,8 +143,6 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
 
 @register(aten.cumprod.default)
 def cumprod(self, dim, *, dtype=None):
-    # Up to FOLD_LIMIT entries: eager's running product. Longer: a scan of complex
-    # multiplication (inclusive_scan: log2(n) rounds).
     x = _cast(self, dtype)
     if not isinstance(x, ComplexTensor):
         return x.cumprod(dim)
@@ -156,6 +154,16 @@ def cumprod(self, dim, *, dtype=None):
     if n == 0:
         # empty, or a 0-d tensor, which eager copies (no multiplication by 1 + 0i)
         return ComplexTensor(re.clone(), im.clone())
+    out = apply(_CUMPROD, C(re, im), constants=[dim])
+    assert isinstance(out, C)
+    return ComplexTensor(out.re, out.im)
+
+
+def _cumprod_kernel(parts: Any, constants: Any) -> list[torch.Tensor]:
+    # Up to FOLD_LIMIT entries: eager's running product. Longer: a scan of complex
+    # multiplication (inclusive_scan: log2(n) rounds).
+    (re, im), dim = parts, int(constants[0])
+    n = re.shape[dim]
     # eager's running product starts at 1 + 0i: z_0 -> (1 + 0i) z_0 (see times_one)
     fr, fi = times_one(*_narrow_parts(re, im, dim, 0, 1))
     if n <= FOLD_LIMIT:
@@ -164,10 +172,50 @@ def cumprod(self, dim, *, dtype=None):
         outs = [(fr, fi)]
         for k in range(1, n):
             outs.append(cmul(*outs[-1], *_narrow_parts(re, im, dim, k, 1)))
-        return ComplexTensor(torch.cat([o[0] for o in outs], dim), torch.cat([o[1] for o in outs], dim))
+        return [torch.cat([o[0] for o in outs], dim), torch.cat([o[1] for o in outs], dim)]
     re, im = torch.cat([fr, re.narrow(dim, 1, n - 1)], dim), torch.cat([fi, im.narrow(dim, 1, n - 1)], dim)
     # (a + bi)(c + di) = (ac - bd) + (ad + bc)i
-    return ComplexTensor(*inclusive_scan(cmul, (re, im), dim))
+    return list(inclusive_scan(cmul, (re, im), dim))
+
+
+def _where(mask: torch.Tensor, a: C, b: C | float) -> C:
+    b = b if isinstance(b, C) else C(torch.full_like(a.re, b), torch.zeros_like(a.im))
+    return C(torch.where(mask, a.re, b.re), torch.where(mask, a.im, b.im))
+
+
+def _reversed_cumsum(z: C, dim: int) -> C:
+    return C(z.re.flip(dim).cumsum(dim).flip(dim), z.im.flip(dim).cumsum(dim).flip(dim))
+
+
+def _cumprod_grad(inputs: Any, w: Any, g: Any, constants: Any) -> list[C]:
+    # eager's cumprod_backward, out_j = prod_{i<=j} x_i, its zeros special-cased:
+    # - one entry: the gradient itself;
+    # - before a row's first zero: dL/dx_i = sum_{j>=i} g_j conj(out_j) / conj(x_i);
+    # - at the first zero k: conj(prod_{i<k} x_i) sum_{j>=k} g_j conj(prod_{k<i<=j} x_i);
+    # - after it: 0 (no 0 * inf: an infinite entry after a zero leaves the gradient 0).
+    # The products run through the op itself, so second derivatives are the function's too.
+    (x,), dim = inputs, int(constants[0])
+    if x.re.shape[dim] == 1:
+        return [g]
+    zero = (x.re == 0) & (x.im == 0)
+    zeros_so_far = zero.to(torch.int32).cumsum(dim)
+    before, first = zeros_so_far == 0, zero & (zeros_so_far == 1)
+    suffix = _reversed_cumsum(_where(before, g * w.conj(), 0.0), dim)
+    grad_before = suffix / _where(before, x, 1.0).conj()
+    later = apply(_CUMPROD, _where((zeros_so_far >= 1) & ~first, x, 1.0), constants=[dim])
+    assert isinstance(later, C)
+    terms = _where(zeros_so_far >= 1, g * later.conj(), 0.0)
+    total = C(terms.re.sum(dim, keepdim=True), terms.im.sum(dim, keepdim=True))
+    # the product of the entries before each one: out shifted by one, 1 + 0i first
+    n = w.re.shape[dim]
+    earlier = C(torch.cat([torch.ones_like(w.re.narrow(dim, 0, 1)), w.re.narrow(dim, 0, n - 1)], dim),
+                torch.cat([torch.zeros_like(w.im.narrow(dim, 0, 1)), w.im.narrow(dim, 0, n - 1)], dim))
+    return [_where(before, grad_before, _where(first, earlier.conj() * total, 0.0))]
+
+
+# one realify::pointwise op, as logcumsumexp's: the running product for the values, eager's
+# formula for autograd
+_CUMPROD = Formula("cumprod", _cumprod_kernel, _cumprod_grad)
 
 
 def _on_symbolic_size(op, re: torch.Tensor, im: torch.Tensor, dim: int, *args) -> tuple[torch.Tensor, torch.Tensor]:

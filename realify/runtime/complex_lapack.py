@@ -49,9 +49,13 @@ def pairs_from_complex(z: torch.Tensor) -> torch.Tensor:
 
 
 def _result(x: Any) -> Any:
-    # complex results as pairs; a custom op's results may not alias its arguments
+    # complex results as pairs; a custom op's results may not alias its arguments, and a view
+    # may be one of them (eager's cumprod backward of at most one entry returns the gradient
+    # it was given, itself a view of the pairs the op took)
     if isinstance(x, torch.Tensor):
-        return pairs_from_complex(x) if x.is_complex() else x.clone()
+        if x.is_complex() and not x._is_view():
+            return pairs_from_complex(x)
+        return (pairs_from_complex(x) if x.is_complex() else x).clone(memory_format=torch.contiguous_format)
     return x
 
 
