@@ -8,8 +8,10 @@ rule, an eager island) and its inputs
 (complex64/complex128, 0-dim, empty, broadcast, non-contiguous, conj views, aliased and
 overlapping arguments; values mixing 0, -0, +-inf, nan, 1e30, 1e-40 and exact axis points).
 The program runs through ``realify.compile`` and eagerly; outputs, inputs after the call and
-gradients are compared (:func:`check_program`). A failing example prints as the Python program
-and the inputs that reproduce it (``Program.__repr__``), shrunk by hypothesis.
+gradients are compared (:func:`check_program`). About half the programs are then called again
+through the same compiled function at inputs grown to twice each size of 2 or more, which
+automatic dynamic shapes recompile with symbolic sizes, and compared again. A failing example
+prints as the Python program and the inputs that reproduce it (``Program.__repr__``), shrunk by hypothesis.
 
 How close is close enough (:func:`assert_matches`). Two implementations of the same op that
 are each backward stable differ, per element, by a few rounding errors of that op times the
