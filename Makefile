@@ -23,7 +23,7 @@ PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
 PIP := PIP_CONSTRAINT=/dev/null $(PY) -m pip
 # compatibility run: the OpInfo table's first sample per op and the modules that run every
 # front end and Inductor integration on small programs (tests/conftest.py, COMPAT_RUN_MODULES;
-# every third parametrization of their tables, the OpInfo ops in every second front end), the bounded fuzzer with a quarter of its programs (what differs between releases is tracing
+# every sixth parametrization of their tables, the OpInfo ops in every second front end), the bounded fuzzer with a quarter of its programs (what differs between releases is tracing
 # and Inductor, which the first programs already reach)
 COMPAT_ENV := REALIFY_COMPAT_RUN=1 REALIFY_FUZZ_EXAMPLES=50 REALIFY_FUZZ_INDUCTOR_EXAMPLES=4
 # the slowest tests, printed by every run: where the CI's time goes
