@@ -99,6 +99,12 @@ def _lift(x) -> C:
     raise TypeError(f"a derivative formula cannot use {type(x).__name__}")
 
 
+def select(condition: Tensor, a: C | complex, b: C | complex) -> C:
+    """``where(condition, a, b)`` of complex values, part by part (a number as ``complex(number)``)."""
+    a, b = _lift(a), _lift(b)
+    return C(torch.where(condition, a.re, b.re), torch.where(condition, a.im, b.im))
+
+
 @dataclasses.dataclass(frozen=True)
 class Formula:
     """A pointwise kernel and its gradient, known to ``realify::pointwise`` by ``name`` (the name

@@ -26,7 +26,7 @@ import torch
 from ..runtime.dtypes import real_dtype
 from . import register
 from ._algebra import cdiv, cmul
-from ._derivative import C, Formula, apply
+from ._derivative import C, Formula, apply, select
 from ._operands import complex_like, parts, promoted, result_dtype
 from ._registry import lookup
 
@@ -457,7 +457,7 @@ def _sinc_derivative(g, z, w):
     # (pi z cos(pi z) - sin(pi z)) / (pi z^2), and 0 at z = 0
     pz, sq = z * PI, z * z * PI
     out = g * ((pz * _cos(pz) - _sin(pz)) / sq).conj()
-    return _where((sq.re == 0) & (sq.im == 0), 0.0, out)
+    return select((sq.re == 0) & (sq.im == 0), 0.0, out)
 
 
 @register(aten.sinc.default, derivative=_sinc_derivative)
@@ -467,10 +467,6 @@ def _sinc(x, y):
     px, py = PI * torch.where(zero, 1.0, x), PI * y
     re, im = cdiv(*_csin(px, py), px, py)
     return torch.where(zero, 1.0, re), torch.where(zero, 0.0, im)
-
-
-def _where(condition, value: float, z: C) -> C:
-    return C(torch.where(condition, value, z.re), torch.where(condition, value, z.im))
 
 
 def logaddexp_parts(ax, ay, bx, by):
@@ -580,9 +576,9 @@ def _pow_grad(inputs, w, g, _):
     # eager's formulas: base: 0 where e = 0, else g conj(e z^(e-1));
     # exponent: g conj(w log z), and 0 where z = 0 and e is real and >= 0
     z, e = inputs
-    base = _where((e.re == 0) & (e.im == 0), 0.0, g * (e * apply(_POW, z, e - 1)).conj())
+    base = select((e.re == 0) & (e.im == 0), 0.0, g * (e * apply(_POW, z, e - 1)).conj())
     zero_base = (z.re == 0) & (z.im == 0) & (e.im == 0) & (e.re >= 0)
-    return [base, g * _where(zero_base, 0.0, w * _log(z)).conj()]
+    return [base, g * select(zero_base, 0.0, w * _log(z)).conj()]
 
 
 def _pow_base_grad(inputs, w, g, log_base):
@@ -590,7 +586,7 @@ def _pow_base_grad(inputs, w, g, log_base):
     # e is real and >= 0
     (e,) = inputs
     zero_base = (log_base[0] == -math.inf) & (e.im == 0) & (e.re >= 0)
-    return [g * _where(zero_base, 0.0, w * C(*log_base)).conj()]
+    return [g * select(zero_base, 0.0, w * C(*log_base)).conj()]
 
 
 _POW_NUMBER = Formula("pow_number", lambda parts, e: _pow_number(*parts, complex(*e)), _pow_number_grad)

@@ -26,7 +26,7 @@ from ..runtime.ops import complex_prod
 from ..runtime.products import FOLD_LIMIT, times_one
 from . import register, register_each
 from ._algebra import cmul, psub
-from ._derivative import C, Formula, apply
+from ._derivative import C, Formula, apply, select
 from ._operands import filled_parts, parts, partwise, promoted
 from ._registry import lookup
 from .pointwise import logaddexp_parts
@@ -178,11 +178,6 @@ def _cumprod_kernel(parts: Any, constants: Any) -> list[torch.Tensor]:
     return list(inclusive_scan(cmul, (re, im), dim))
 
 
-def _where(mask: torch.Tensor, a: C, b: C | float) -> C:
-    b = b if isinstance(b, C) else C(torch.full_like(a.re, b), torch.zeros_like(a.im))
-    return C(torch.where(mask, a.re, b.re), torch.where(mask, a.im, b.im))
-
-
 def _reversed_cumsum(z: C, dim: int) -> C:
     return C(z.re.flip(dim).cumsum(dim).flip(dim), z.im.flip(dim).cumsum(dim).flip(dim))
 
@@ -200,17 +195,17 @@ def _cumprod_grad(inputs: Any, w: Any, g: Any, constants: Any) -> list[C]:
     zero = (x.re == 0) & (x.im == 0)
     zeros_so_far = zero.to(torch.int32).cumsum(dim)
     before, first = zeros_so_far == 0, zero & (zeros_so_far == 1)
-    suffix = _reversed_cumsum(_where(before, g * w.conj(), 0.0), dim)
-    grad_before = suffix / _where(before, x, 1.0).conj()
-    later = apply(_CUMPROD, _where((zeros_so_far >= 1) & ~first, x, 1.0), constants=[dim])
+    suffix = _reversed_cumsum(select(before, g * w.conj(), 0.0), dim)
+    grad_before = suffix / select(before, x, 1.0).conj()
+    later = apply(_CUMPROD, select((zeros_so_far >= 1) & ~first, x, 1.0), constants=[dim])
     assert isinstance(later, C)
-    terms = _where(zeros_so_far >= 1, g * later.conj(), 0.0)
+    terms = select(zeros_so_far >= 1, g * later.conj(), 0.0)
     total = C(terms.re.sum(dim, keepdim=True), terms.im.sum(dim, keepdim=True))
     # the product of the entries before each one: out shifted by one, 1 + 0i first
     n = w.re.shape[dim]
     earlier = C(torch.cat([torch.ones_like(w.re.narrow(dim, 0, 1)), w.re.narrow(dim, 0, n - 1)], dim),
                 torch.cat([torch.zeros_like(w.im.narrow(dim, 0, 1)), w.im.narrow(dim, 0, n - 1)], dim))
-    return [_where(before, grad_before, _where(first, earlier.conj() * total, 0.0))]
+    return [select(before, grad_before, select(first, earlier.conj() * total, 0.0))]
 
 
 # one realify::pointwise op, as logcumsumexp's: the running product for the values, eager's
