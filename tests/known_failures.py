@@ -71,19 +71,18 @@ DATA_DEPENDENT = Category(
         "item": "it returns a Python number read from the data",
         "linalg.lstsq": "aten.linalg_lstsq.default: its output shapes depend on values",
         "linalg.lstsq.grad_oriented": "aten.linalg_lstsq.default: its output shapes depend on values",
-        "masked_select": "its output size is the number of true mask values",
-        "tensor_split": "split indices given as a tensor are read with .tolist()",
     },
 )
 
-# A later sample of these passes the argument as a tensor, which decompose cannot trace. Their
-# first sample passes it as a Python int, and under torch.compile dynamo captures the tensor
-# argument in its graph itself: front ends that run only the first sample of each op (export;
-# every front end in the compatibility run) and the compile front ends pass them
+# A sample of these passes the argument as a tensor, which decompose of a plain callable cannot
+# trace. narrow's and repeat_interleave's first sample passes it as a Python int, and under
+# torch.compile dynamo captures the tensor argument in its graph itself; tensor_split's points
+# are read as unbacked numbers in export's trace. Front ends that run only the first sample of
+# each op (export; every front end in the compatibility run) and the compile front ends pass them
 DATA_DEPENDENT_ARGUMENT = Category(
     "reads tensor values while tracing ({} given as a tensor): cannot be traced with fake tensors",
     frozenset({DECOMPOSE_FE}),
-    {"narrow": "its start", "repeat_interleave": "repeats"},
+    {"narrow": "its start", "repeat_interleave": "repeats", "tensor_split": "its split points"},
 )
 FIRST_SAMPLE_PASSES = frozenset(DATA_DEPENDENT_ARGUMENT.ops)
 
@@ -174,28 +173,17 @@ if torch.torch_version.TorchVersion(torch.__version__) >= "2.14":
 # ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
 
 # front end (shapes, dynamic, export, and onnx: export's ONNX Runtime run) -> entry -> why it fails there
-_DATA_DEPENDENT_SIZE = "its output size is the number of true mask values: a data-dependent size meets a guard"
 _TORCH_ONNX = "torch.onnx {}, as for the same real program (a limit of torch.onnx, not of realify's rules)"
 SIZES: dict[str, dict[str, str]] = {
     "shapes": {
         "as_strided_scatter": "its gradient: the rule writes the source with aten.copy, whose derivative autograd "
                               "lacks (RuntimeError at backward, at every shape)",
-        "masked_select": _DATA_DEPENDENT_SIZE,
     },
     "dynamic": {
         "as_strided_scatter": "its gradient: the rule writes the source with aten.copy, whose derivative autograd "
                               "lacks (RuntimeError at backward, at every shape)",
-        "masked_select": _DATA_DEPENDENT_SIZE,
-        "split": "with the split size itself symbolic, the trace tests the last chunk's size (n - 2 s == 1, "
-                 "a contiguity check; n - 2 s != 0 where its ComplexTensor is made): one more graph than dynamo's own",
-        "unsafe_split": "with the split size itself symbolic, the trace tests the last chunk's size (n - 2 s == 1, "
-                        "a contiguity check; n - 2 s != 0 where its ComplexTensor is made): one more graph than "
-                        "dynamo's own",
     },
     "export": {
-        "masked_select": _DATA_DEPENDENT_SIZE,
-        "tensor_split": "aten.tensor_split's C++ kernel calls numel() on a tensor with symbolic sizes, in the "
-                        "functionalizing trace",
         "resize_": "resize_ to a size of its own on an input with symbolic sizes: storage_offset() of a symbolic "
                    "tensor in the functionalizing trace (resize_ is unsupported: docs/limits.md)",
     },

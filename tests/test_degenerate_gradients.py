@@ -144,3 +144,28 @@ def test_sgn_of_special_values_is_eagers(front_end, dtype, fresh_dynamo):
     expected = torch.view_as_real(torch.sgn(z))
     actual = torch.view_as_real(FRONT_ENDS[front_end](lambda z: (torch.sgn(z),), [z])[0].detach())
     torch.testing.assert_close(actual, expected, equal_nan=True, rtol=0, atol=0)
+
+
+# a / b at infinite divisors (each kind: real, imaginary, both parts, one part), a zero divisor,
+# and finite ones, against numerators of the same kinds: eager's gradient is g / conj(b) for a
+# and -g conj(a / b / b) for b (0 at an infinite divisor, inf or NaN at a zero one)
+_DIVISION_VALUES = [complex(inf, 0), complex(-inf, 0), complex(0, inf), complex(inf, inf), complex(inf, 1),
+                    complex(1, -inf), 1 + 2j, 0j, complex(0.0, -0.0)]
+# the one pairing that differs: an infinite numerator over a zero divisor, where realify's
+# gradient of the numerator is NaN and eager's inf (docs/numerics.md, "Division")
+_DIVISION_PAIRS = [(a, b) for a in _DIVISION_VALUES for b in _DIVISION_VALUES
+                   if not (b == 0 and math.isinf(abs(a)))]
+
+
+@pytest.mark.parametrize("front_end,dtype,layout", [c for c in CASES if c.values[2] == "rows"])
+def test_division_gradients_at_infinite_and_zero_divisors_are_eagers(front_end, dtype, layout, fresh_dynamo):
+    def program(a, b):
+        return (a / b,)
+
+    a = torch.tensor([p[0] for p in _DIVISION_PAIRS], dtype=dtype)
+    b = torch.tensor([p[1] for p in _DIVISION_PAIRS], dtype=dtype)
+    weights = _weights(program(a, b))
+    expected = _gradients(_eager, program, [a, b], weights)
+    got = _gradients(FRONT_ENDS[front_end], program, [a, b], weights)
+    for name, g, e in zip(("numerator", "divisor"), got, expected):
+        _assert_matches(f"division, {name}", g, e, dtype)

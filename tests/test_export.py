@@ -482,6 +482,24 @@ def test_linear_over_a_dynamic_batch_is_dynamic():
         assert_close(torch.from_numpy(out), torch.view_as_real(layer(x)))
 
 
+class _DataDependentSizes(nn.Module):
+    def forward(self, z, mask, points):
+        return torch.masked_select(z, mask), *torch.tensor_split(z, points, dim=1)
+
+
+def test_data_dependent_sizes_over_a_dynamic_dim():
+    """masked_select and tensor_split at points given as a tensor: sizes read from data (one
+    unbacked size for both parts of each result, not one per part) over a dynamic dim; eager's
+    values at other sizes, masks and points, negative, larger and descending points included."""
+    n = Dim("n", max=64)
+    z, mask, points = randc(3, 6), torch.rand(3, 6) > 0.5, torch.tensor([1, 4])
+    ep = realify.export(_DataDependentSizes(), (z, mask, points), dynamic_shapes=({1: n}, {1: n}, None))
+    adapter = realify.ComplexCallAdapter(ep)
+    for size, cut in ((2, [0, 2]), (9, [3, 3]), (40, [5, 31]), (5, [2, 7]), (5, [-2, 4]), (5, [4, 1])):
+        args = randc(3, size), torch.rand(3, size) > 0.5, torch.tensor(cut)
+        assert_close(adapter(*args), _DataDependentSizes()(*args))
+
+
 def test_a_size_fixed_by_realify_is_refused_naming_the_dim():
     """An ONNX form unrolled over a dynamic matrix size (the LU of a solve) is refused at
     to_onnx with the size and the condition, never written for the example's size alone; the

@@ -2,9 +2,9 @@
 
 hypothesis draws a program of 3-8 ops over realify's complex ops (pointwise arithmetic and
 functions, reductions, scans (cumsum, cumprod, logcumsumexp), contractions, views,
-cat/stack, where/masked_fill, index_select, FFTs, view_as_real/view_as_complex round trips,
-in-place ops, complex Python scalars, autograd constructs, and an op of the user's own with no
-rule, an eager island) and its inputs
+cat/stack, where/masked_fill, index_select, masked_select (a size read from data), FFTs,
+view_as_real/view_as_complex round trips, in-place ops, complex Python scalars, autograd
+constructs, and an op of the user's own with no rule, an eager island) and its inputs
 (complex64/complex128, 0-dim, empty, broadcast, non-contiguous, conj views, aliased and
 overlapping arguments; values mixing 0, -0, +-inf, nan, 1e30, 1e-40 and exact axis points).
 The program runs through ``realify.compile`` and eagerly; outputs, inputs after the call and
@@ -587,7 +587,7 @@ class Builder:
 
     def op_select(self) -> None:
         v = self.pick()
-        how = self.draw(st.sampled_from(["where", "masked_fill", "index_select"]))
+        how = self.draw(st.sampled_from(["where", "masked_fill", "index_select", "masked_select"]))
         if how == "index_select":
             dims = [d for d, n in enumerate(v.shape) if n >= 1]
             if not dims:
@@ -596,6 +596,13 @@ class Builder:
                 d = self.draw(st.sampled_from(dims))
                 index = self.draw(st.lists(st.integers(0, v.shape[d] - 1), min_size=1, max_size=4))
                 return self.emit(f"torch.index_select({v.name}, {d}, torch.tensor({index}))", v.bound, signed=v.signed)
+        if how == "masked_select":
+            # a size read from the data (dynamo captures it with capture_dynamic_output_shape_ops),
+            # written back where it came from: the program's shapes stay data-independent
+            mask = f"{v.name}.real > 0"
+            selected = f"torch.masked_select({v.name}, {mask})"
+            return self.emit(f"torch.zeros_like({v.name}).masked_scatter({mask}, {selected})", v.bound,
+                             signed=v.signed)
         if how == "masked_fill":
             s = self.draw(st.sampled_from(SCALARS))
             return self.emit(f"{v.name}.masked_fill({v.name}.imag < 0, {s!r})", max(v.bound, abs(s)), signed=v.signed)
@@ -1020,7 +1027,8 @@ def _compiled(program: Program, inner: str):
 def _call(compiled, program: Program, dtype: torch.dtype, grads: bool):
     """``compiled`` on fresh inputs of ``dtype``: its outputs, and the leaves of its inputs."""
     args, leaves = program.make_inputs(dtype, requires_grad=grads)
-    with warnings.catch_warnings(), realify.config.patch(gemm_multiplications=4):
+    with warnings.catch_warnings(), realify.config.patch(gemm_multiplications=4), \
+            torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
         # 4 real products per complex GEMM: its elementwise error bound is that of eager's
         # complex GEMM; the 3M (Gauss) default has a normwise bound (docs/numerics.md), tested
         # against that bound in tests/test_products.py, which this elementwise check cannot use

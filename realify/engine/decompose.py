@@ -48,7 +48,7 @@ from ..runtime.boundary import (
     is_complex,
 )
 from .custom_functions import functions_as_opaque_calls, release_functions
-from .dynamo_graph import DynamoGraphRunner, SourceLines, SymbolicForms
+from .dynamo_graph import DynamoGraphRunner, SourceLines, TraceForms
 from .grad_semantics import GradSemantics
 from .planarize import planarize, symbolic
 
@@ -215,8 +215,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
     symbolic_trace = symbolic(fake_inputs)
 
     def flat_program(*args):
-        with MarkAutocastProducts() if mark_autocast else nullcontext(), \
-                SymbolicForms() if symbolic_trace else nullcontext():
+        with MarkAutocastProducts() if mark_autocast else nullcontext(), TraceForms(symbolic_trace):
             if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
                 holder["grad"] = GradSemantics(args, requires_grad)
                 result = DynamoGraphRunner(program, holder["grad"], decompositions).run(*args)

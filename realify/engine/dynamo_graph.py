@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
+from torch._dispatch.python import enable_python_dispatcher
 from torch._functorch import predispatch
 from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch.utils._pytree import tree_leaves
@@ -173,14 +174,50 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
     return out.view(*x.shape[:-1], out.shape[-1])
 
 
-class SymbolicForms(torch.overrides.TorchFunctionMode):
-    """Ops whose C++ composite kernels read sizes as integers (fixing symbolic sizes to the
-    example's, so a program exported with a dynamic dim or compiled for a second shape would
-    be baked to one size) run as Python compositions of the same ATen ops that keep sizes
-    symbolic. Active in symbolic traces only."""
+def _tensor_split(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    # Split points given as a tensor: ATen's kernel reads the tensor's data and numel() in C++,
+    # which a trace at symbolic sizes cannot. The points are read as numbers instead (unbacked
+    # ints where they are data), after the checks eager makes first; those failing go to eager's
+    # kernel for its error.
+    points = args[0] if args else kwargs.get("tensor_indices_or_sections", kwargs.get("indices_or_sections"))
+    readable = (isinstance(points, torch.Tensor) and points.dtype == torch.long and points.dim() <= 1
+                and points.device.type == "cpu" and x.dim() > 0)
+    if not readable:
+        return torch.tensor_split(x, *args, **kwargs)
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if points.dim() == 0:
+        return torch.tensor_split(x, points.item(), dim)
+    # the number of points fixes the number of results: a size the program cannot leave symbolic.
+    # The trace assumes the points ascending within [0, size] (slice's size formula asks); the
+    # program's slices clamp and wrap them as eager's do, so other points give eager's values
+    found = [points[k].item() for k in range(points.shape[0])]
+    for before, point in zip([0, *found], found):
+        torch._check(point >= before)
+        torch._check(point <= x.shape[dim])
+    with enable_python_dispatcher():  # slices at unbacked points: the C++ meta asks for numbers
+        return torch.tensor_split(x, found, dim)
 
-    _FORMS: ClassVar[dict[Any, Any]] = {torch._C._nn.linear: _linear, torch.ops.aten.linear.default: _linear}
+
+class TraceForms(torch.overrides.TorchFunctionMode):
+    """Ops whose C++ composite kernels cannot be traced as they are run as Python compositions
+    of the same ATen ops:
+
+    - in every trace, ops that read a tensor's data in C++ (split points given as a tensor),
+      which a fake tensor does not have: the composition reads them as numbers;
+    - in symbolic traces, ops that read sizes as integers (fixing symbolic sizes to the
+      example's, so a program exported with a dynamic dim or compiled for a second shape would
+      be baked to one size): the composition keeps sizes symbolic."""
+
+    _DATA_FORMS: ClassVar[dict[Any, Any]] = {
+        torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
+        torch.ops.aten.tensor_split.tensor_indices_or_sections: _tensor_split,
+    }
+    _SIZE_FORMS: ClassVar[dict[Any, Any]] = {torch._C._nn.linear: _linear, torch.ops.aten.linear.default: _linear}
+
+    def __init__(self, symbolic: bool):
+        super().__init__()
+        self.forms = {**self._DATA_FORMS, **(self._SIZE_FORMS if symbolic else {})}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # the mode is off while it handles a call: the composition's own ops go straight on
-        return self._FORMS.get(func, func)(*args, **(kwargs or {}))
+        return self.forms.get(func, func)(*args, **(kwargs or {}))

@@ -19,6 +19,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx.traceback as fx_traceback
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._sympy.numbers import int_oo
 
 from .dynamo_graph import line_of_trace
@@ -39,7 +40,10 @@ class SizeConditions:
             check = env._check_frozen  # called with each condition ShapeEnv is about to guard on
 
             def recording(expr, concrete_val):
-                if not env._suppress_guards_tls() and not _either_answer_is_right():
+                # a condition on a data-dependent size is a run-time check in the program (a
+                # torch._check, as torch.export's own programs hold), not a size fixed
+                if (not env._suppress_guards_tls() and not _either_answer_is_right()
+                        and not free_unbacked_symbols(expr)):
                     condition = (expr if concrete_val is sympy.true else sympy.Not(expr) if concrete_val is sympy.false
                                  else sympy.Eq(expr, concrete_val))
                     where = line_of_trace(fx_traceback.get_current_meta().get("stack_trace"))

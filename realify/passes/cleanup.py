@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._ops import OpOverload
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..errors import InputMetadataChangeError
 from ..runtime.ops import fusion_barrier, stop_gradient
@@ -202,3 +203,9 @@ def call_on_fakes(graph: fx.Graph, target: Any, *args: Any, fake_mode: Any = Non
     node.meta["val"] = value
     return node
 
+
+
+def same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two fake values provably have one shape: sizes may be symbolic or data-dependent,
+    and a rewrite that needs them equal must not add a guard (a recompile, or a failed trace)."""
+    return a.dim() == b.dim() and all(statically_known_true(x == y) for x, y in zip(a.shape, b.shape))

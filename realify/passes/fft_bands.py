@@ -53,7 +53,7 @@ import torch
 import torch.fx as fx
 
 from ..runtime import ops  # noqa: F401  (registers the realify:: ops used below)
-from .cleanup import call_on_fakes, keep_unread
+from .cleanup import call_on_fakes, keep_unread, same_shape
 from .dft_matrix import dft_matrix, with_imaginary_bin_0, without_imaginary_bin_0
 
 aten = torch.ops.aten
@@ -104,7 +104,7 @@ def _band_only(graph: fx.Graph, c2r: fx.Node) -> bool:
             result = _c2r_by_gemm(graph, kept, normalization, last_size)
         else:  # the op pads the bins past the band with zeros itself (realify/runtime/ops.py)
             result = call_on_fakes(graph, realify_ops.fft_c2r.default, kept, [band_dim], normalization, last_size)
-    if result is None or result.meta["val"].shape != c2r.meta["val"].shape:
+    if result is None or not same_shape(result.meta["val"], c2r.meta["val"]):
         return False  # what it made, nothing reads: dead code
     c2r.replace_all_uses_with(result)
     graph.erase_node(c2r)  # a custom op: dead-code elimination keeps it
@@ -324,7 +324,7 @@ def _scaled_band(mul: fx.Node, dim: int) -> int | None:
     is ``+0``; an infinite or NaN ``s`` would make a NaN, a negative one ``-0``), not widening
     ``x`` by broadcasting."""
     for x, scale in (mul.args, mul.args[::-1]):
-        if (isinstance(x, fx.Node) and x.meta["val"].shape == mul.meta["val"].shape
+        if (isinstance(x, fx.Node) and same_shape(x.meta["val"], mul.meta["val"])
                 and _finite_non_negative(scale)):
             return zero_from(x, dim)
     return None

@@ -23,10 +23,9 @@ from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .autocast import tagged_dtype
-from .cleanup import call_on_fakes, keep_unread
+from .cleanup import call_on_fakes, keep_unread, same_shape
 
 aten = torch.ops.aten
 
@@ -91,14 +90,9 @@ def _cross_terms(add: fx.Node, products: dict, same: dict):
     if t1 is None or t2 is None:
         return None
     value = add.meta.get("val")
-    if not isinstance(value, torch.Tensor) or not all(_same_shape(t.meta["val"], value) for t in (left, right, t1, t2)):
+    if not isinstance(value, torch.Tensor) or not all(same_shape(t.meta["val"], value) for t in (left, right, t1, t2)):
         return None
     return (a, d), (c, b), t1, t2
-
-
-def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
-    # sizes may be symbolic: equal where provably so (no guard is added)
-    return a.dim() == b.dim() and all(statically_known_true(x == y) for x, y in zip(a.shape, b.shape))
 
 
 def _is_product(node: Any) -> bool:

@@ -17,7 +17,7 @@ import torch
 import torch.fx as fx
 from torch.utils.checkpoint import CheckpointPolicy
 
-from .cleanup import call_on_fakes
+from .cleanup import call_on_fakes, same_shape
 from .layout import pair_part, stacks_pairs
 
 
@@ -195,4 +195,4 @@ def _bounds(given: dict) -> tuple:
 def _same_geometry(a: fx.Node, b: fx.Node) -> bool:
     x, y = a.meta.get("val"), b.meta.get("val")
     return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dtype == y.dtype
-            and x.shape == y.shape and x.device == y.device)
+            and same_shape(x, y) and x.device == y.device)

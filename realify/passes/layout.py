@@ -68,7 +68,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..runtime import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
 from .autocast import tagged_dtype
-from .cleanup import call_on_fakes, keep_unread
+from .cleanup import call_on_fakes, keep_unread, same_shape
 
 aten = torch.ops.aten
 
@@ -231,7 +231,7 @@ def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
     if not stacks_pairs(node):
         return False
     pairs = _pairs_of(*node.args[0]) or _filled_pairs(graph, node)
-    if pairs is None or pairs.meta["val"].shape != node.meta["val"].shape:
+    if pairs is None or not same_shape(pairs.meta["val"], node.meta["val"]):
         return False
     node.replace_all_uses_with(pairs)
     return True

@@ -22,7 +22,7 @@ aten = torch.ops.aten
 
 # gathers: the index arguments are real
 register_each(functional_overloads(aten.index, aten._unsafe_index, aten.index_select, aten.gather, aten.take,
-                                   aten.masked_select, aten.masked_scatter_backward), partwise_at)
+                                   aten.masked_scatter_backward), partwise_at)
 
 # scatters of a source given at argument 2 or 3 (a tensor or a scalar fill value)
 register_each(functional_overloads(aten.index_put, aten._unsafe_index_put, aten.masked_scatter, aten.put),
@@ -99,3 +99,13 @@ def _scatter_product(self, dim, index, src, *, include_self):
 
 # nonzero elements of a complex tensor: (a != 0) | (b != 0), see reductions._nonzero
 register_each(functional_overloads(aten.nonzero, aten.nonzero_static, aten.argwhere), on_nonzero)
+
+
+@register(aten.masked_select.default)
+def masked_select(self, mask):
+    # masked_select(z, m) = the parts of z at the true positions of m (both broadcast), the
+    # positions found once: a masked_select per part would give each part its own
+    # data-dependent length, two unbacked sizes a trace cannot prove equal
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    positions = mask.expand(shape).reshape(-1).nonzero().squeeze(1)
+    return partwise_at(aten.index_select.default)(self.expand(shape).reshape(-1), 0, positions)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves, tree_unflatten
 
@@ -233,6 +234,9 @@ def leave(x: Any, layout: Layout, stride: tuple[int, ...] | None = None) -> Any:
             out.select(-1, 1).copy_(x.im)
             return out
         return torch.stack([x.re, x.im], dim=-1)
+    if free_unbacked_symbols(x.shape):
+        # a size read from data (masked_select's): torch.complex's meta needs it as a number
+        return torch.view_as_complex(torch.stack([x.re, x.im], dim=-1))
     return torch.complex(x.re, x.im)
 
 
@@ -289,7 +293,7 @@ def _is_boundary_conversion(node: fx.Node) -> bool:
         while source.target in (aten.resolve_conj.default, aten.resolve_neg.default):
             source = source.args[0]
         return source.op == "placeholder"
-    if node.target is aten.complex.default:
+    if node.target in (aten.complex.default, aten.view_as_complex.default):
         return all(u.op == "output" or u.target is aten.copy_.default for u in node.users)
     if node.target is aten.copy_.default:
         return node.args[0].op == "placeholder"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true, statically_known_true
 from torch.utils._pytree import tree_map
 
 from .dtypes import REAL_TO_COMPLEX, complex_of, pairs_of
@@ -40,6 +41,20 @@ def add_torch_function_hook(hook: FunctionHook) -> None:
         _function_hooks.append(hook)
 
 
+def _one_shape(a: torch.Size, b: torch.Size) -> bool:
+    """Whether two shapes are one. Data-dependent sizes (a part sliced at points read from a
+    tensor, each part's own unbacked size) cannot be compared in a trace: they are taken as
+    equal and recorded so, one size from here on, checked at run time."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if not guard_or_true(x == y):
+            return False
+        if not statically_known_true(x == y):
+            torch._check(x == y)
+    return True
+
+
 class ComplexTensor(torch.Tensor):
     """Planar complex tensor: ``self.re`` and ``self.im`` are real tensors of one shape."""
 
@@ -55,7 +70,7 @@ class ComplexTensor(torch.Tensor):
                 f"ComplexTensor parts must share one of float16/float32/float64, got "
                 f"re={re.dtype}, im={im.dtype}; cast them with .to(torch.float32) first"
             )
-        if re.shape != im.shape:
+        if not _one_shape(re.shape, im.shape):
             raise ValueError(f"ComplexTensor parts must have one shape, got {tuple(re.shape)} and {tuple(im.shape)}")
         if re.device != im.device:
             raise ValueError(f"ComplexTensor parts must share a device, got {re.device} and {im.device}")
@@ -142,8 +157,8 @@ class ComplexTensor(torch.Tensor):
 def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None:
     """Strides of the complex tensor the parts describe: halved when the parts are the two
     halves of one interleaved storage (as from_complex makes them), the parts' own otherwise,
-    and contiguous (None) when the parts disagree."""
-    if re.stride() != im.stride():
+    and contiguous (None) when the parts disagree, or may (strides read from data)."""
+    if not all(guard_or_false(a == b) for a, b in zip(re.stride(), im.stride())):
         return None
     if _interleaved(re, im) and all(s % 2 == 0 for s in re.stride()):
         return tuple(s // 2 for s in re.stride())
