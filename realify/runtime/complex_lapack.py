@@ -48,7 +48,7 @@ def pairs_from_complex(z: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(z.resolve_conj()).contiguous()
 
 
-def _result(x: Any) -> Any:
+def pairs_result(x: Any) -> Any:
     # complex results as pairs; a custom op's results may not alias its arguments, and a view
     # may be one of them (eager's cumprod backward of at most one entry returns the gradient
     # it was given, itself a view of the pairs the op took)
@@ -114,7 +114,7 @@ def pairs_op(op: torch._ops.OpOverload):
     def kernel(complex_args, *values):
         with eager_dispatch():
             result = _call(op, signature, _as_complex(values, complex_args))
-        return _result(result) if single else tuple(_result(x) for x in result)
+        return pairs_result(result) if single else tuple(pairs_result(x) for x in result)
 
     forward = torch.library.custom_op(f"realify::{base}_pairs", mutates_args=(),
                                       schema=_schema(op, "bool[] complex_args"))(_positional(kernel, signature))
@@ -137,7 +137,7 @@ def pairs_op(op: torch._ops.OpOverload):
             outputs, pullback = torch.func.vjp(differentiable, *primals)
             defined = [g for g in grads if g is not None]
             cotangents = tuple(complex_from_pairs(g) if y.is_complex() else g for y, g in zip(outputs, defined))
-            return [_result(g) for g in pullback(cotangents)]
+            return [pairs_result(g) for g in pullback(cotangents)]
 
     def backward_fake(complex_args, wanted, grads, *values):
         return [values[i].new_empty(values[i].shape) for i, w in enumerate(wanted) if w]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .complex_lapack import complex_from_pairs, pairs_from_complex
+from .complex_lapack import complex_from_pairs, pairs_from_complex, pairs_result
 from .eager_dispatch import eager_dispatch
 
 __all__ = ["det_pairs", "lu_factor_pairs", "lu_solve_pairs"]
@@ -48,7 +48,7 @@ def _eager_vjp(fn, inputs: list[torch.Tensor], grads: list[torch.Tensor]) -> lis
     dispatch; torch.func.vjp brings its own."""
     with eager_dispatch():
         _, pullback = torch.func.vjp(fn, *[complex_from_pairs(x) for x in inputs])
-        return [pairs_from_complex(g) for g in pullback(*[complex_from_pairs(g) for g in grads])]
+        return [pairs_result(g) for g in pullback(*[complex_from_pairs(g) for g in grads])]
 
 
 @torch.library.custom_op("realify::lu_factor_pairs_backward", mutates_args=())
