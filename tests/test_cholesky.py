@@ -1,5 +1,5 @@
 """The Cholesky factorization (realify/rules/linalg.py: LAPACK's cpotrf/zpotrf on pairs) in
-every front end against eager, and its ONNX translation (realify/onnx.py: the real Cholesky of
+every front end against eager, and its ONNX translation (realify/onnx/cholesky.py: the real Cholesky of
 the interleaved embedding E(A), unrolled column by column)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""expm1 without cancellation near 0, for ONNX (realify.onnx.expm1): ONNX has no Expm1
+"""expm1 without cancellation near 0, for ONNX (realify.onnx.pointwise.expm1): ONNX has no Expm1
 operator, and torch.onnx translates ``expm1`` as ``exp(x) - 1``, which cancels near 0:
 ``expm1(1e-8)`` comes out 0 in float32 and keeps 8 of 16 digits in float64, and realify's
 rules need expm1 for small arguments (``sinh``/``cosh`` of the imaginary part in complex

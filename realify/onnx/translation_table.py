@@ -1,0 +1,53 @@
+"""The ``custom_translation_table`` realify.onnx gives ``torch.onnx.export``: realify's FFT ops,
+and the aten ops whose default translations lose what realify's rules rely on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def onnx_translation_table() -> dict[Callable, Callable]:
+    """``custom_translation_table`` entries for realify's custom ops, for ``torch.onnx.export``.
+
+    Raises an ImportError naming the ``export`` extra where numpy, onnx_ir or onnxscript is
+    missing."""
+    # onnxscript functions: imported here, as the modules that import onnxscript are only
+    # imported when a program is exported (optional_imports)
+    from .cholesky import linalg_cholesky_ex
+    from .fft import fft_c2c, fft_c2c_pairs, fft_c2r, fft_r2c, fft_r2c_pairs
+    from .overlap_add import unfold_backward
+    from .pointwise import atan2, copysign, expm1, hypot, log1p, signbit, straight_through, where
+
+    return {
+        torch.ops.realify.fft_c2c.default: fft_c2c,
+        torch.ops.realify.fft_r2c.default: fft_r2c,
+        torch.ops.realify.fft_c2r.default: fft_c2r,
+        torch.ops.realify.fft_c2c_pairs.default: fft_c2c_pairs,
+        torch.ops.realify.fft_r2c_pairs.default: fft_r2c_pairs,
+        # realify's rules read signs of zeros (branch cuts, C99 special values): the default
+        # translations have no copysign and a signbit that is false for -0.0
+        torch.ops.aten.copysign.Tensor: copysign,
+        torch.ops.aten.signbit.default: signbit,
+        torch.ops.prims.signbit.default: signbit,
+        # |z| = hypot(re, im) must not overflow where re^2 + im^2 would
+        torch.ops.aten.hypot.default: hypot,
+        torch.ops.prims.hypot.default: hypot,
+        # ONNX has no Expm1, Log1p or Atan2: the default translations cancel near 0
+        # (Exp(x) - 1, Log(1 + x)) and give atan2(+0, -1) = -pi, atan2(y, -0) = -pi/2
+        torch.ops.aten.expm1.default: expm1,
+        torch.ops.aten.log1p.default: log1p,
+        torch.ops.aten.atan2.default: atan2,
+        # ONNX Runtime's CPU Where returns +0 where it selects a -0 from its second input
+        torch.ops.aten.where.self: where,
+        # istft's overlap-add: torch.onnx's translation is one ScatterND per frame position,
+        # with int32 indices ONNX Runtime refuses
+        torch.ops.aten.unfold_backward.default: unfold_backward,
+        # a write autograd does not see (realify/engine/grad_semantics.py): the new value; ONNX has no
+        # gradients
+        torch.ops.realify.straight_through.default: straight_through,
+        # ONNX has no Cholesky: the complex rule's real factorization (realify/rules/linalg.py),
+        # unrolled
+        torch.ops.aten.linalg_cholesky_ex.default: linalg_cholesky_ex,
+    }
