@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import operator
 import platform
@@ -33,7 +34,7 @@ from . import config
 from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
 from .engine.islands import island_call, islands_in
-from .errors import OptionsChangedError
+from .errors import OptionsChangedError, closest
 from .passes import pipeline
 from .runtime.boundary import Layout, RealCall, signature_of, split
 from .runtime.complex_tensor import ComplexTensor
@@ -64,7 +65,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     try:
         real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
                             on_missing=functools.partial(island_call, strict=strict),
-                            fusion_barriers=inner == "inductor", eager_outputs=True,
+                            fusion_barriers=inner == "inductor", eager_outputs=True, check_inputs=False,
                             pair_products=config.interleaved_products,
                             cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
     except Exception as err:
@@ -286,12 +287,53 @@ def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:
     mean for ``torch.compile``'s default backend: ``mode`` one of Inductor's presets
     (``"max-autotune"``, ``"reduce-overhead"``, ...), ``options`` Inductor config keys. Other
     keyword arguments (``realify.compile(inner_options=...)``) are Inductor config keys too.
-    torch.compile's own translation checks them, so an unknown key or a wrong type raises its
-    error naming the key (``Unexpected optimization option ...``)."""
+    An unknown mode or key raises ValueError, a value of the wrong type TypeError, each naming
+    it (:func:`_check_inductor_mode`, :func:`_inductor_option_error`)."""
     options = dict(options)
     mode = options.pop("mode", None)
+    options.pop("name", None)  # torch.compile's label for the compiled region, not a config key
     keys = {**(options.pop("options", None) or {}), **options}
-    return torch._TorchCompileInductorWrapper(mode, keys, dynamic=None).config
+    _check_inductor_mode(mode)
+    try:
+        return torch._TorchCompileInductorWrapper(mode, keys, dynamic=None).config
+    except RuntimeError as err:
+        refused = _inductor_option_error(keys)
+        if refused is None:
+            raise
+        raise refused from err
+
+
+def _check_inductor_mode(mode: Any) -> None:
+    if mode is None:
+        return
+    from torch._inductor import list_mode_options
+
+    modes = list(list_mode_options())
+    if not isinstance(mode, str):
+        raise TypeError(f"mode={mode!r} is not a string: Inductor's modes are {', '.join(map(repr, modes))}")
+    if mode not in modes:
+        raise ValueError(f"mode={mode!r} is not one of Inductor's modes{closest(mode, modes)}: the modes are "
+                         f"{', '.join(map(repr, modes))}")
+
+
+def _inductor_option_error(keys: dict[str, Any]) -> Exception | None:
+    """The error naming the one Inductor config key that torch.compile's translation refuses:
+    ValueError for a key Inductor does not have (torch's own message lists all of its hundreds
+    of keys), TypeError for a value of the wrong type. None where each key passes alone."""
+    from torch._inductor import list_options
+
+    known = list_options()
+    for key, value in keys.items():
+        try:
+            torch._TorchCompileInductorWrapper(None, {key: value}, dynamic=None)
+        except RuntimeError as err:
+            if key.replace("-", "_") not in known:
+                return ValueError(
+                    f"{key!r} is not an Inductor config option{closest(key, known)}; inner_options (and "
+                    "torch.compile's options=) take the keys of torch._inductor.config, listed by "
+                    "torch._inductor.list_options()")
+            return TypeError(f"Inductor config option {key!r} = {value!r} has the wrong type: {err}")
+    return None
 
 
 def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
@@ -439,12 +481,108 @@ def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bo
     Other keyword arguments go to ``torch.compile`` (``dynamic``, ``fullgraph``, ``mode``,
     ``options``, ...); under Inductor, ``mode`` and ``options`` mean what they mean for
     ``torch.compile``'s default backend (:func:`_inductor_config`).
+
+    The arguments are checked here, not at the first call (where dynamo calls the backend): an
+    unknown compiler, mode or option raises ValueError, a value of the wrong type TypeError.
     """
+    _check_compile_arguments(inner, strict, inner_options, torch_compile_options)
     backend = functools.partial(realify_backend, inner=inner, strict=strict, **(inner_options or {}))
     functools.update_wrapper(backend, realify_backend)
     if fn is None:
         return lambda f: _raising_realify_errors(torch.compile(f, backend=backend, **torch_compile_options))
     return _raising_realify_errors(torch.compile(fn, backend=backend, **torch_compile_options))
+
+
+# ---- compile's arguments, checked when it is called ------------------------------------------
+# Dynamo calls the backend lazily, at the first call of the compiled function, and wraps what
+# it raises in BackendCompilerFailed: a misspelled compiler or option would surface only there.
+
+_OWN_INNER = ("inductor", "eager")
+_BOOLEAN_KEYWORDS = ("fullgraph", "disable", "isolate_recompiles")
+
+
+@functools.cache
+def _torch_compile_keywords() -> tuple[str, ...]:
+    """torch.compile's keyword arguments that realify.compile passes on (read from torch.compile
+    itself: they differ between torch releases); model and backend are realify.compile's own."""
+    return tuple(n for n in inspect.signature(torch.compile).parameters if n not in ("model", "backend"))
+
+
+def _check_compile_arguments(inner: Any, strict: Any, inner_options: Any, torch_compile_options: dict) -> None:
+    """Raise ValueError or TypeError naming an argument of :func:`compile` that would fail at the
+    first call, and what it accepts."""
+    _check_inner(inner)
+    if strict is not None and not isinstance(strict, bool):
+        raise TypeError(f"strict={strict!r}: pass True (a complex op without a rule raises MissingRuleError), "
+                        "False (it runs as an eager island) or None (realify.config.strict decides)")
+    if inner_options is not None and not isinstance(inner_options, dict):
+        raise TypeError(f"inner_options={inner_options!r}: pass a dict of the inner compiler's keyword "
+                        "arguments (for Inductor, config keys: {'max_autotune': True})")
+    _check_torch_compile_options(torch_compile_options)
+    options = _options_for_inner(inner_options or {}, torch_compile_options)
+    if inner == "inductor" and options:
+        _inductor_config(options)
+    elif inner == "eager" and options:
+        raise ValueError(f"inner='eager' runs the real graph without compiling it and takes no options, got "
+                         f"{', '.join(map(repr, options))}: leave them out, or compile with inner='inductor'")
+
+
+def _check_inner(inner: Any) -> None:
+    if callable(inner):
+        return
+    names = _inner_names()
+    accepted = (f"'inductor' (the default), 'eager' (the real graph run uncompiled), the name of a registered "
+                f"dynamo backend ({', '.join(repr(n) for n in names if n not in _OWN_INNER)}; "
+                "torch._dynamo.list_backends(exclude_tags=()) lists them all), or a callable "
+                "(gm, example_inputs) -> callable")
+    if not isinstance(inner, str):
+        raise TypeError(f"inner={inner!r} is neither a compiler's name nor a callable; inner takes {accepted}")
+    if inner in _OWN_INNER:
+        return
+    from torch._dynamo.backends.registry import lookup_backend
+    from torch._dynamo.exc import InvalidBackend
+
+    try:
+        lookup_backend(inner)
+    except InvalidBackend:
+        known = [*_OWN_INNER, *torch._dynamo.list_backends(exclude_tags=())]
+        raise ValueError(f"inner={inner!r} is not a compiler realify knows{closest(inner, known)}; inner takes "
+                         f"{accepted}") from None
+
+
+def _inner_names() -> list[str]:
+    """The inner compilers a message lists: realify's own, then dynamo's (not its debugging
+    backends, nor realify itself)."""
+    return [*_OWN_INNER, *(n for n in torch._dynamo.list_backends() if n not in (*_OWN_INNER, "realify"))]
+
+
+def _check_torch_compile_options(options: dict[str, Any]) -> None:
+    keywords = _torch_compile_keywords()
+    for key, value in options.items():
+        if key == "backend":
+            raise TypeError("realify.compile sets torch.compile's backend itself: choose the compiler that "
+                            "receives the real graph with inner=")
+        if key not in keywords:
+            raise TypeError(f"realify.compile got an unknown keyword argument {key!r}"
+                            f"{closest(key, ('inner', 'strict', 'inner_options', *keywords))}; "
+                            f"it takes inner, strict, inner_options and torch.compile's {', '.join(keywords)}")
+        if key in _BOOLEAN_KEYWORDS and not isinstance(value, bool):
+            raise TypeError(f"{key}={value!r}: pass True or False")
+    dynamic = options.get("dynamic")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise TypeError(f"dynamic={dynamic!r}: pass True (symbolic sizes from the start), False (static sizes) "
+                        "or None (dynamo's automatic dynamic, the default)")
+    if options.get("options") is not None and not isinstance(options["options"], dict):
+        raise TypeError(f"options={options['options']!r}: pass a dict of Inductor config keys")
+
+
+def _options_for_inner(inner_options: dict[str, Any], torch_compile_options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments :func:`realify_backend` hands the inner compiler: ``inner_options``,
+    and the ``mode`` and ``options`` that torch.compile passes its backend (it drops
+    ``mode="default"`` and empty options, as here)."""
+    mode, options = torch_compile_options.get("mode"), torch_compile_options.get("options")
+    passed = {"mode": mode} if mode and mode != "default" else {}
+    return {**inner_options, **passed, **({"options": options} if options else {})}
 
 
 def _raising_realify_errors(compiled: Callable) -> Callable:

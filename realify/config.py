@@ -40,6 +40,8 @@ import contextlib
 import sys
 from typing import Any
 
+from .errors import closest
+
 gemm_multiplications: int = 3
 interleaved_products: bool = True
 complex_autocast: bool = False
@@ -51,7 +53,8 @@ _OPTIONS = ("gemm_multiplications", "interleaved_products", "complex_autocast", 
 
 def _validate(name: str, value: Any) -> None:
     if name not in _OPTIONS:
-        raise AttributeError(f"realify.config has no option {name!r}; options are {', '.join(_OPTIONS)}")
+        raise AttributeError(f"realify.config has no option {name!r}{closest(name, _OPTIONS)}; options are "
+                             f"{', '.join(_OPTIONS)}")
     if name == "gemm_multiplications" and value not in (3, 4):
         raise ValueError(f"gemm_multiplications must be 3 or 4, got {value!r}")
     if name in ("interleaved_products", "complex_autocast", "strict") and not isinstance(value, bool):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class RealifyError(RuntimeError):
     """Base class of every error raised by realify."""
@@ -31,18 +34,29 @@ class MissingRuleError(RealifyError, NotImplementedError):
         super().__init__(msg)
 
 
+def closest(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a misspelled ``name``, or nothing
+    where none is close."""
+    match = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+# Messages name a page of realify's documentation by its title (a section in quotes after it),
+# as a reader finds it on the site: the repository's paths mean nothing to an installed package's user.
+RULES_PAGE = "realify's docs page 'Writing a rule'"
+
 # What to do about a missing rule, per entry point: each names only options that entry point has.
 COMPILE_ADVICE = (
     "run this op outside the compiled region, call realify.compile(..., strict=False) (with "
     "realify.config.strict off) to let realify run it as an eager island, or register a rule with "
-    "realify.rules.register(...) (see docs/rules.md)."
+    f"realify.rules.register(...) (see {RULES_PAGE})."
 )
 DECOMPOSE_ADVICE = (
     "realify.decompose makes a real-only graph, which has no eager islands: compute this op outside "
     "the decomposed program (on its inputs before, or its outputs after), compile the program with "
     "realify.compile(...) instead (which runs the op as an eager island), pass "
     "decompose(..., on_missing=...) to emit your own replacement, or register a rule with "
-    "realify.rules.register(...) (see docs/rules.md)."
+    f"realify.rules.register(...) (see {RULES_PAGE})."
 )
 
 

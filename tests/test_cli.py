@@ -303,3 +303,59 @@ def test_compile_time_measures_first_calls_in_fresh_processes(monkeypatch):
                                                               "total": 11.5}
     assert [mode for mode, _ in calls] == ["default"] * 2 + ["realify"] * 4 + ["default"] * 2
     assert calls[0][1] == calls[1][1] != calls[2][1]
+
+
+# ---- a device that is not here, and the machine the demo measured on --------------------------
+
+
+def _without_accelerators(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+
+
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_a_device_that_is_not_here_is_an_error_not_failed_examples(monkeypatch, capsys, command):
+    _without_accelerators(monkeypatch)
+    ran = []
+    monkeypatch.setattr(runner, "run", lambda *a, **k: ran.append(1) or [])
+    assert cli.main([command, "--device", "cuda", "--no-progress"]) == 2
+    printed = capsys.readouterr()
+    assert "--device cuda" in printed.err and "available here: cpu" in printed.err and "--device cpu" in printed.err
+    assert "examples correct" not in printed.out and not ran  # nothing ran, nothing reads as realify's failure
+
+
+def test_a_device_index_past_the_last_gpu_is_an_error_naming_the_gpus(monkeypatch):
+    # one GPU, as torch would report it (the test runs without one)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device("cuda"))
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 1)
+    assert cli._device_problem("cuda") is None and cli._device_problem("cuda:0") is None
+    problem = cli._device_problem("cuda:1")
+    assert "1 cuda device(s)" in problem and "available here: cpu, cuda:0" in problem
+    assert "--device cuda:0" in problem
+
+
+def test_a_device_name_torch_does_not_know_is_an_error(capsys):
+    assert cli.main(["demo", "--device", "gpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "'gpu' is not a device name torch knows" in err and "cpu" in err
+
+
+def test_demo_prints_the_machine_it_measured_on(monkeypatch, capsys):
+    monkeypatch.setattr(runner, "demo", lambda **options: [])  # the examples themselves: the test above
+    assert cli.main(["demo", "--size", "tiny", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("measured on:")]
+    for word in (report.machine()["cpu"], "vector flags:", torch.backends.cpu.get_cpu_capability(),
+                 f"{torch.get_num_threads()} torch threads", f"torch {torch.__version__}", "device cpu"):
+        assert word in line, (word, line)
+
+
+def test_vector_flags_are_read_from_cpuinfo():
+    x86 = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 avx512_vnni amx_bf16 amx_tile\n"
+    assert report.vector_flags(x86) == ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"]
+    arm = "processor\t: 0\nFeatures\t: fp asimd evtstrm sve sve2 bf16\n"
+    assert report.vector_flags(arm) == ["asimd", "sve", "sve2"]
+    assert report.vector_flags("") == []

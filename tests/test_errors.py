@@ -245,3 +245,189 @@ def test_compile_changes_the_callers_tensor_as_eager_does():
     got_z, expected_z = z.clone(), z.clone()
     torch.testing.assert_close(realify.compile(_transposes_z_in_place)(got_z, x), _transposes_z_in_place(expected_z, x))
     assert got_z.shape == expected_z.shape and got_z.stride() == expected_z.stride() and torch.equal(got_z, expected_z)
+
+
+# ---- ComplexTensor(re, im) given parts it cannot take -----------------------------------------
+
+
+def test_complex_tensor_of_complex_parts_says_to_pass_real_and_imaginary_parts():
+    z = randc(3)
+    with pytest.raises(TypeError) as info:
+        realify.ComplexTensor(z, torch.zeros(3))
+    message = str(info.value)
+    assert "torch.complex64" in message and "z.real, z.imag" in message and "from_complex(z)" in message
+    assert ".to(torch.float32)" not in message  # a cast would drop the imaginary part
+    # what it advises keeps every value
+    assert torch.equal(realify.ComplexTensor(z.real, z.imag).to_complex(), z)
+    assert torch.equal(realify.ComplexTensor.from_complex(z).to_complex(), z)
+
+
+def test_complex_tensor_of_integer_or_mixed_parts_says_what_to_cast():
+    with pytest.raises(TypeError, match=r"re=torch.int64.*re.to\(torch.float32\)"):
+        realify.ComplexTensor(torch.arange(3), torch.arange(3))
+    with pytest.raises(TypeError, match=r"one dtype, got re=torch.float32, im=torch.float64.*im.to\(re.dtype\)"):
+        realify.ComplexTensor(torch.randn(3), torch.randn(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"two real tensors, got re: float"):
+        realify.ComplexTensor(1.0, torch.randn(3))
+
+
+# ---- realify.compile's arguments, checked when it is called ------------------------------------
+
+
+@pytest.mark.parametrize("arguments, error, words", [
+    ({"inner": "inductr"}, ValueError, ["inner='inductr'", "did you mean 'inductor'", "'eager'", "callable"]),
+    ({"inner": 3}, TypeError, ["inner=3", "'inductor'", "callable"]),
+    ({"strict": "yes"}, TypeError, ["strict='yes'", "True", "False", "None"]),
+    ({"inner_options": ["max_autotune"]}, TypeError, ["inner_options=", "dict"]),
+    ({"inner_options": {"max_autotun": True}}, ValueError, ["'max_autotun'", "did you mean 'max_autotune'",
+                                                            "torch._inductor.list_options()"]),
+    ({"inner_options": {"max_autotune": "yes"}}, TypeError, ["'max_autotune'", "'yes'", "bool"]),
+    ({"mode": "max-autotun"}, ValueError, ["mode='max-autotun'", "did you mean 'max-autotune'", "'reduce-overhead'"]),
+    ({"options": {"triton.cudagraph": True}}, ValueError, ["'triton.cudagraph'", "did you mean 'triton.cudagraphs'"]),
+    ({"inner": "eager", "mode": "max-autotune"}, ValueError, ["inner='eager'", "no options", "'mode'"]),
+    ({"dynamic": "yes"}, TypeError, ["dynamic='yes'", "True", "None"]),
+    ({"fullgraph": 1}, TypeError, ["fullgraph=1", "True or False"]),
+    ({"stict": True}, TypeError, ["'stict'", "did you mean 'strict'"]),
+    ({"backend": "inductor"}, TypeError, ["backend", "inner="]),
+], ids=lambda v: str(v) if not isinstance(v, list) else "")
+def test_compile_refuses_a_bad_argument_when_called(arguments, error, words):
+    # raised by realify.compile itself, not at the first call inside dynamo's wrapper
+    with pytest.raises(error) as info:
+        realify.compile(lambda z: z * 2, **arguments)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_compile_accepts_every_kind_of_inner_compiler_and_option():
+    z = randc(3)
+    for arguments in ({"inner": "eager"}, {"inner": "aot_eager"}, {"inner": lambda gm, example_inputs: gm.forward},
+                      {"inner": "inductor", "mode": "max-autotune-no-cudagraphs"},
+                      {"inner_options": {"max_autotune": False}}, {"strict": True, "dynamic": False},
+                      {"name": "labelled"}):
+        compiled = realify.compile(lambda v: v * 2, **arguments)
+        if arguments.get("inner") in ("eager", "aot_eager") or callable(arguments.get("inner")):
+            torch.testing.assert_close(compiled(z), z * 2)  # the others would compile with Inductor: minutes
+        torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_backend_named_in_torch_compile_names_a_bad_mode():
+    # torch.compile(backend="realify") checks nothing before the first call; the error then says what is wrong
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
+        torch.compile(lambda z: z * 2, backend="realify", mode="max-autotun")(randc(3))
+    assert isinstance(info.value.inner_exception, ValueError)
+    assert "did you mean 'max-autotune'" in str(info.value.inner_exception)
+
+
+# ---- a decomposed graph called with complex tensors where it takes real pairs -----------------
+
+
+def exp_times(a, b):
+    return torch.exp(a) * b
+
+
+def test_decomposed_graph_names_a_complex_input_it_takes_as_pairs():
+    a, b = randc(4), randc(4)
+    gm = realify.decompose(exp_times, [a, b], inputs="interleaved", outputs="interleaved")
+    with pytest.raises(realify.RealifyError) as info:
+        gm(a, b)
+    message = str(info.value)
+    for word in ("input 0 (a)", "torch.complex64 tensor", "real-only", "torch.float32 tensor of shape (..., 2)",
+                 "torch.view_as_real(a)", "RealCall(gm, gm.realify_signature)"):
+        assert word in message, (word, message)
+    with pytest.raises(realify.RealifyError, match=r"input 1 \(b\) is a torch.float32 tensor of shape \(4,\).*"
+                                                   r"\(\.\.\., 2\).*torch.view_as_real\(b\)"):
+        gm(torch.view_as_real(a), b.real)
+    # both ways the message gives: the pairs, or the complex tensors through the boundary's runtime
+    (out,) = gm(torch.view_as_real(a), torch.view_as_real(b))
+    torch.testing.assert_close(torch.view_as_complex(out), exp_times(a, b))
+    from realify.runtime.boundary import RealCall
+
+    torch.testing.assert_close(RealCall(gm, gm.realify_signature)(a, b), exp_times(a, b))
+
+
+def test_decomposed_graph_names_a_complex_input_it_takes_as_planes():
+    a, b = randc(4), randc(4)
+    gm = realify.decompose(exp_times, [a, b], inputs="planar", outputs="interleaved")
+    with pytest.raises(realify.RealifyError, match=r"input 0 \(a\) is a torch.complex64 tensor.*shape \(2, \.\.\.\)"
+                                                   r".*torch.stack\(\[a.real, a.imag\]\)"):
+        gm(a, b)
+    (out,) = gm(torch.stack([a.real, a.imag]), torch.stack([b.real, b.imag]))
+    torch.testing.assert_close(torch.view_as_complex(out), exp_times(a, b))
+
+
+def test_decomposed_graph_with_complex_layouts_takes_complex_tensors_unchecked():
+    a, b = randc(4), randc(4)
+    gm = realify.decompose(exp_times, [a, b])
+    assert not gm._forward_pre_hooks  # nothing to check: complex inputs are the graph's own
+    torch.testing.assert_close(gm(a, b)[0], exp_times(a, b))
+    # the compile backend's graph, whose runtime makes the pairs itself, has no check either
+    gm = realify.decompose(exp_times, [a, b], inputs="interleaved", outputs="interleaved", check_inputs=False)
+    assert not gm._forward_pre_hooks
+
+
+# ---- the eager-island warning: the op, the user's line, and the two ways forward ----------------
+
+
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_island_warning_names_op_line_and_what_to_do(monkeypatch):
+    monkeypatch.setattr(realify.engine.islands, "_WARNED", set())  # warned once per op per process
+    z = randc(3, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        realify.compile(twist_of_double, inner="eager")(z)
+    (message,) = [str(w.message) for w in caught if "eager island" in str(w.message)]
+    assert PHASE_TWIST in message
+    assert line_of(twist_of_double, "phase_twist(y)") in message
+    assert "realify.rules.register" in message and "'Writing a rule'" in message
+    assert "strict=True" in message and "realify.config.strict = True" in message
+
+
+# ---- messages name documentation pages, not repository paths ---------------------------------
+
+
+def _headings(page: str) -> list[str]:
+    """A Markdown page's headings, outside its code blocks (where ``#`` starts a comment)."""
+    headings, in_code = [], False
+    for line in page.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif line.startswith("#") and not in_code:
+            headings.append(line)
+    return headings
+
+
+def _docs_titles_and_sections() -> tuple[set[str], set[str]]:
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    headings = [h for page in docs.glob("*.md") for h in _headings(page.read_text(encoding="utf-8"))]
+    titles = {h[2:].strip() for h in headings if h.startswith("# ")}
+    sections = {h.lstrip("#").strip() for h in headings if h.startswith("##")}
+    return titles, sections
+
+
+def test_advice_names_docs_pages_that_exist():
+    import importlib
+
+    from realify import errors
+
+    export = importlib.import_module("realify.export")  # the module; realify.export is the function
+
+    titles, sections = _docs_titles_and_sections()
+    messages = [errors.COMPILE_ADVICE, errors.DECOMPOSE_ADVICE, export._EXPORT_ADVICE,
+                realify.engine.islands.island_warning("op", "f.py:1 in f: op(z)"),
+                str(export._constraint_violation("  - Ne(s0, 3)"))]
+    for message in messages:
+        assert "docs/" not in message and ".md" not in message, message
+        pages = re.findall(r"docs page '([^']+)'", message)
+        assert pages, message
+        assert set(pages) <= titles, (pages, message)
+        assert set(re.findall(r"the '([^']+)' section", message)) <= sections, message
+
+
+def test_missing_rule_errors_name_the_rules_page():
+    with pytest.raises(realify.MissingRuleError) as info:
+        realify.decompose(twist_of_double, [randc(3, 3)])
+    assert "'Writing a rule'" in str(info.value) and "docs/rules.md" not in str(info.value)

@@ -45,6 +45,41 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+# CPU features that set the width of the vectors kernels compute on: x86's AVX2 (256-bit),
+# AVX-512 (512-bit, and its bfloat16/VNNI extensions) and AMX tiles; ARM's NEON (asimd) and SVE
+_VECTOR_FLAG_PREFIXES = ("avx2", "avx512", "amx", "asimd", "sve")
+
+
+def vector_flags(cpuinfo: str) -> list[str]:
+    """The vector-width flags of the first CPU that ``/proc/cpuinfo``'s text describes (x86's
+    ``flags`` line, ARM's ``Features``)."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return [f for f in value.split() if f.startswith(_VECTOR_FLAG_PREFIXES)]
+    return []
+
+
+def _cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def demo_machine_line(device: str) -> str:
+    """What the demo measured on, in one line: the CPU and its vector-width flags (with the
+    instruction set ATen's CPU kernels picked), cores, threads, torch and the device."""
+    flags = " ".join(vector_flags(_cpuinfo())) or "none read"
+    capability = torch.backends.cpu.get_cpu_capability()
+    info = machine()
+    where = f"{device} ({info['gpu']})" if "gpu" in info and torch.device(device).type == "cuda" else device
+    return (f"measured on: {info['cpu']} (vector flags: {flags}; ATen CPU kernels: {capability}), "
+            f"{info['cores']} cores, {info['torch_threads']} torch threads (torch.get_num_threads()), "
+            f"torch {info['torch']}, device {where}")
+
+
 def _num(x: float | None, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -137,8 +172,9 @@ def plot(rows: Sequence[Row], path: str, *, title: str | None = None) -> None:
     """Grouped bar chart of speedup vs eager (log scale), one group per workload variant,
     one bar per compiled mode, labelled with its value; failed, wrong or skipped results are
     marked with an x at 1.0 in the mode's colour."""
-    import matplotlib
+    from .._optional import import_optional
 
+    matplotlib = import_optional("matplotlib", "bench", "python -m realify bench --plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

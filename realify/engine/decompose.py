@@ -34,7 +34,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten
 
 from .. import config
-from ..errors import MissingRuleError
+from ..errors import MissingRuleError, RealifyError
 from ..passes import pipeline
 from ..passes.autocast import MarkAutocastProducts
 from ..runtime.boundary import (
@@ -71,6 +71,7 @@ def decompose(
     on_complex_op: Callable[[Any, fx.Node], None] | None = None,
     cpu_vector_bytes: int | None = None,
     decompositions: dict | None = None,
+    check_inputs: bool = True,
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
@@ -122,6 +123,12 @@ def decompose(
     ``decompositions`` (op -> function) replace the nodes of a GraphModule ``program`` that call
     those ops, before the trace reaches their device's kernels (``realify.export`` passes
     :data:`RECURRENT_FORMS`).
+
+    ``check_inputs`` (by default on): where complex inputs cross as real pairs ("interleaved"
+    or "planar"), the result names an input passed as a complex tensor, or as a real one of
+    the wrong shape, before its real ops fail on it (:class:`PairsCheck`). The compile backend
+    turns it off: its runtime makes the pairs itself, and a hook on the graph would change
+    AOTAutograd's cache key at every compile.
     """
     multiplications = config.gemm_multiplications if gemm_multiplications is None else gemm_multiplications
     if multiplications not in (3, 4):
@@ -153,7 +160,68 @@ def decompose(
                         gemm_multiplications=multiplications, complex_autocast=lower_precision,
                         fusion_barriers=fusion_barriers)
     planar.realify_signature = signature
+    if check_inputs:
+        _check_calls(planar, signature, _parameter_names(program))
     return planar
+
+
+# ---- the result's calling convention --------------------------------------------------------
+
+
+def _check_calls(gm: fx.GraphModule, signature: Boundary, names: Sequence[str]) -> None:
+    """Make ``gm`` check, at each call, the inputs it takes as real pairs (:class:`PairsCheck`)."""
+    check = PairsCheck(signature, names)
+    if check.pairs:
+        gm.register_forward_pre_hook(check)
+
+
+class PairsCheck:
+    """A decomposed graph's forward pre-hook: each complex input that crosses as real pairs
+    (the "interleaved" or "planar" layout) must arrive as pairs. A complex tensor passed there
+    instead would fail inside the graph, on its real ops (``IndexError: Dimension out of
+    range``); this names the input and what to pass. A class, not a closure: a GraphModule's
+    pickle holds its hooks."""
+
+    def __init__(self, signature: Boundary, names: Sequence[str]):
+        self.names = list(names)
+        self.pairs = [(i, dtype, signature.layout_of(i), signature.real_dtype(dtype))
+                      for i, dtype in enumerate(signature.inputs)
+                      if dtype is not None and signature.layout_of(i) != "complex"]
+
+    def __call__(self, module: fx.GraphModule, args: tuple) -> None:
+        for i, dtype, layout, real in self.pairs:
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                problem = _pairs_problem(args[i], layout, dtype, real)
+                if problem is not None:
+                    raise RealifyError(self._named(i, problem))
+
+    def _named(self, i: int, problem: str) -> str:
+        """``problem`` about input ``i``, with the program's name for it where known."""
+        name = self.names[i] if i < len(self.names) else None
+        label = f"input {i} ({name})" if name else f"input {i}"
+        return problem.format(input=label, z=name or "z")
+
+
+# what each layout's pairs are, and how a caller makes them from a complex tensor z
+_PAIRS = {"interleaved": ("(..., 2)", "(re, im) pairs in the last dim", "torch.view_as_real({z})"),
+          "planar": ("(2, ...)", "real parts, then imaginary parts, in the first dim",
+                     "torch.stack([{z}.real, {z}.imag])")}
+
+
+def _pairs_problem(x: torch.Tensor, layout: str, dtype: torch.dtype, real: torch.dtype) -> str | None:
+    """What is wrong with ``x`` as the pairs of a ``dtype`` input in ``layout`` (None: nothing),
+    with ``{input}`` and ``{z}`` left for the input's label and name."""
+    shape, order, make = _PAIRS[layout]
+    wanted = (f"takes it as a real {real} tensor of shape {shape}, the {order} of a {dtype} value "
+              f"(decompose(..., inputs={layout!r}))")
+    if x.dtype.is_complex:
+        return (f"{{input}} is a {x.dtype} tensor, but this graph from realify.decompose is real-only: it {wanted}. "
+                f"Pass {make}, or call the graph with the complex tensors through "
+                "realify.runtime.boundary.RealCall(gm, gm.realify_signature)")
+    size = x.shape[0 if layout == "planar" else -1] if x.dim() else None
+    if size is None or (isinstance(size, int) and size != 2):  # a symbolic size: traced, not called
+        return f"{{input}} is a {x.dtype} tensor of shape {tuple(x.shape)}, but this graph {wanted}: pass {make}"
+    return None
 
 
 # ---- stage 1: functionalize ---------------------------------------------------------------

@@ -6,8 +6,8 @@ real-only and the inner compiler treats it as an extern call. Inside, the parts 
 the original aten op runs eagerly on complex tensors, and the result is split again. Its
 backward is a second opaque op that recomputes the op under autograd.
 
-An island is correct but not fast; the compile backend warns once per op, and
-``realify.config.strict = True`` turns islands into :class:`MissingRuleError`.
+An island is correct but not fast; the compile backend warns once per op (:func:`island_warning`),
+and ``realify.config.strict = True`` turns islands into :class:`MissingRuleError`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..errors import RULES_PAGE, MissingRuleError
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import complex_of, pairs_of
 from ..runtime.eager_dispatch import contiguous_copy, eager_dispatch
@@ -152,7 +153,6 @@ eager_island.register_autograd(_backward, setup_context=_setup_context)
 def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = None, *, strict: bool = False):
     """Emit an eager island for ``op`` (called while tracing in the decompose engine);
     ``detail`` says why its rule declined, when it has one."""
-    from ..errors import MissingRuleError
     from .dynamo_graph import source_line, source_location
 
     where = source_line(node)
@@ -162,8 +162,7 @@ def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = N
     name = str(op)
     if name not in _WARNED:
         _WARNED.add(name)
-        why = f"has no planar rule for this call ({detail})" if detail else "has no planar rule"
-        message = f"realify: {name} {why}; it runs as an eager island (an opaque call on complex tensors) at {where}"
+        message = island_warning(name, where, detail)
         location = source_location(node)
         if location is None:
             warnings.warn(message, stacklevel=2)
@@ -188,6 +187,16 @@ def island_call(op, args: tuple, kwargs: dict, node=None, detail: str | None = N
     it = iter(flat_out)
     outs = [ComplexTensor(next(it), next(it)) if kind == "c" else next(it) for kind in island.out_kinds]
     return tree_unflatten(outs, island.out_spec)
+
+
+def island_warning(name: str, where: str | None, detail: str | None = None) -> str:
+    """The warning for an op that runs as an eager island: the op, the user's line, and the two
+    ways forward (a rule compiles it; strict mode makes it an error instead)."""
+    why = f"has no planar rule for this call ({detail})" if detail else "has no planar rule"
+    return (f"realify: {name} {why}, so it runs as an eager island (an opaque, uncompiled call on complex "
+            f"tensors) at {where or 'a line the trace did not record'}. To compile it, write a rule for it "
+            f"with realify.rules.register ({RULES_PAGE}); to fail here instead, pass "
+            "realify.compile(..., strict=True) or set realify.config.strict = True.")
 
 
 def islands_in(gm: torch.fx.GraphModule) -> list[str]:

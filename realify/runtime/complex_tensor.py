@@ -55,6 +55,29 @@ def _one_shape(a: torch.Size, b: torch.Size) -> bool:
     return True
 
 
+def _not_tensors_message(re: Any, im: Any) -> str:
+    return (f"ComplexTensor(re, im) takes the real and imaginary parts as two real tensors, got "
+            f"re: {type(re).__name__}, im: {type(im).__name__}; make them tensors first "
+            f"(torch.as_tensor(x, dtype=torch.float32))")
+
+
+def _parts_dtype_message(re: torch.dtype, im: torch.dtype) -> str:
+    """What is wrong with two parts' dtypes, and the fix for that case: casting is right for
+    integer parts, and would drop the imaginary part of complex ones."""
+    got = f"got re={re}, im={im}"
+    if re.is_complex or im.is_complex:
+        return (f"ComplexTensor(re, im) takes the real and imaginary parts as real tensors, {got}: "
+                f"for a complex tensor z, pass ComplexTensor(z.real, z.imag), or build it with "
+                f"ComplexTensor.from_complex(z) (a view of z's pairs; from_pairs for a real (..., 2) "
+                f"tensor). Casting z to a real dtype would drop its imaginary part.")
+    parts = ", ".join(str(d).removeprefix("torch.") for d in REAL_TO_COMPLEX)
+    if re in REAL_TO_COMPLEX and im in REAL_TO_COMPLEX:
+        return (f"ComplexTensor parts must have one dtype, {got}: cast one to the other's, "
+                f"for example im.to(re.dtype)")
+    return (f"ComplexTensor parts must both be one of {parts} (the parts of a complex dtype), {got}: "
+            f"cast them, for example re.to(torch.float32) and im.to(torch.float32)")
+
+
 class ComplexTensor(torch.Tensor):
     """Planar complex tensor: ``self.re`` and ``self.im`` are real tensors of one shape."""
 
@@ -64,12 +87,9 @@ class ComplexTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> ComplexTensor:
         if not isinstance(re, torch.Tensor) or not isinstance(im, torch.Tensor):
-            raise TypeError("ComplexTensor(re, im) needs two real tensors")
+            raise TypeError(_not_tensors_message(re, im))
         if re.dtype not in REAL_TO_COMPLEX or im.dtype != re.dtype:
-            raise TypeError(
-                f"ComplexTensor parts must share one of float16/float32/float64, got "
-                f"re={re.dtype}, im={im.dtype}; cast them with .to(torch.float32) first"
-            )
+            raise TypeError(_parts_dtype_message(re.dtype, im.dtype))
         if not _one_shape(re.shape, im.shape):
             raise ValueError(f"ComplexTensor parts must have one shape, got {tuple(re.shape)} and {tuple(im.shape)}")
         if re.device != im.device:

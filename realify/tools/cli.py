@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench", help="time the workload suite under eager, torch.compile, complex wrapper and realify",
-        description="Time every workload under each mode in one process; see docs/benchmarks.md.")
+        description="Time every workload under each mode in one process; see realify's docs page 'Benchmarks'.")
     bench.add_argument("--only", action="append", metavar="NAMES",
                        help=f"comma-separated workloads to run (default: all): {', '.join(workloads.names())}")
     # "tiny" is for tests: the same code paths on toy shapes
@@ -90,13 +90,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         # realify.tools.coverage parses its own options (a REMAINDER argument would refuse a leading one)
         return coverage(argv[1:])
     args = _parser().parse_args(argv)
-    if args.command in ("bench", "demo") and args.device == "cpu":
-        _quiet_cuda_home_notice()
+    if args.command in ("bench", "demo"):
+        problem = _device_problem(args.device)
+        if problem is not None:
+            # a device that is not there would fail every example, which reads as realify's failure
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+        if args.device == "cpu":
+            _quiet_cuda_home_notice()
     if args.command == "bench":
         return bench(args)
     if args.command == "demo":
         return demo(args)
     return coverage(args.args)
+
+
+def _device_problem(device: str) -> str | None:
+    """Why ``--device device`` cannot run here, naming the devices that can (None: it can)."""
+    import torch
+
+    available = ", ".join(_available_devices())
+    try:
+        wanted = torch.device(device)
+    except RuntimeError:
+        return f"--device {device!r} is not a device name torch knows; available here: {available}"
+    if wanted.type == "cpu":
+        return None
+    backend = getattr(torch, wanted.type, None)
+    present = backend.is_available() if hasattr(backend, "is_available") else False
+    count = backend.device_count() if present and hasattr(backend, "device_count") else 0
+    if count and (wanted.index is None or wanted.index < count):
+        return None
+    if not present:
+        why = f"torch.{wanted.type}.is_available() is False (no {wanted.type} device, or no driver for it)"
+        if wanted.type == "cuda" and torch.version.cuda is None:
+            why = f"this torch ({torch.__version__}) is built without CUDA"
+    else:
+        why = f"this machine has {count} {wanted.type} device(s), numbered from 0"
+    return f"--device {device}: {why}; available here: {available}. Run with --device {_available_devices()[-1]}"
+
+
+def _available_devices() -> list[str]:
+    """``cpu``, then each device of the accelerator torch finds (``cuda:0``, ...)."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None or not accelerator.is_available():
+        return ["cpu"]
+    kind = accelerator.current_accelerator().type
+    return ["cpu", *(f"{kind}:{i}" for i in range(accelerator.device_count()))]
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -152,10 +194,11 @@ def _explain_problems(rows) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    from ..bench import runner, workloads
+    from ..bench import report, runner, workloads
 
     print("realify demo: each example runs eagerly on complex tensors and through "
-          "torch.compile(backend='realify'), which hands Inductor a real-only graph.\n")
+          "torch.compile(backend='realify'), which hands Inductor a real-only graph.")
+    print(f"{report.demo_machine_line(args.device)}\n")
     start = time.perf_counter()
     eager: dict[str, runner.Row] = {}
     failures = 0
