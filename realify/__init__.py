@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 
 from . import backend, config, library_polyfills
+from .adapter import ComplexCallAdapter
 from .backend import compile, realify_backend
 from .engine.decompose import decompose
 from .errors import (
@@ -18,10 +20,11 @@ from .errors import (
     RuleConflictError,
 )
 from .explain import Explanation, explain
-from .export import ComplexCallAdapter, export
+from .export import export
 from .parameters import complex_parameters_as_real
 from .rules._derivative import decompositions as pointwise_decompositions
 from .runtime.boundary import Boundary
+from .saved_programs import aoti_compile_and_package
 from .tensor import ComplexTensor
 
 logging.getLogger("realify").addHandler(logging.NullHandler())
@@ -57,6 +60,7 @@ __all__ = [
     "OptionsChangedError",
     "RealifyError",
     "RuleConflictError",
+    "aoti_compile_and_package",
     "backend",
     "compile",
     "complex_parameters_as_real",
@@ -67,4 +71,7 @@ __all__ = [
     "pointwise_decompositions",
     "realify_backend",
 ]
-__version__ = "0.1.0"
+try:  # the version lives in pyproject.toml; the installed package's metadata carries it
+    __version__ = importlib.metadata.version("realify")
+except importlib.metadata.PackageNotFoundError:  # a source tree that pip has not installed
+    __version__ = "0+unknown"

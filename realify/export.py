@@ -13,8 +13,12 @@ Three steps:
    ``ep.state_dict``, ``torch.onnx.export(ep)``, ``torch.export.save`` all work on it.
 
 Which inputs and outputs were complex is recorded as a :class:`~realify.Boundary` in
-``ep.graph_module.meta["realify_signature"]``; :class:`ComplexCallAdapter` reads it to give
-back a module that takes and returns complex tensors.
+``ep.graph_module.meta["realify_signature"]``, and as versioned JSON text (:func:`describe`) in
+``ep.graph_module.meta["custom"]["realify.boundary"]``, which torch.export serializes: a program
+saved with ``torch.export.save`` and loaded again, in any process, keeps it, and
+:func:`aoti_compile_and_package` copies it into an AOTInductor package's metadata.
+:class:`ComplexCallAdapter` reads either to give back a module that takes and returns complex
+tensors.
 """
 
 from __future__ import annotations
@@ -31,9 +35,14 @@ import torch.fx as fx
 from torch.export import Dim, ExportedProgram, ShapesCollection
 from torch.export._tree_utils import reorder_kwargs
 from torch.export.graph_signature import InputKind, OutputKind
-from torch.utils._pytree import SequenceKey, keystr, tree_flatten, tree_flatten_with_path, tree_leaves, tree_unflatten
+from torch.utils._pytree import (
+    tree_flatten,
+    tree_leaves,
+    tree_unflatten,
+)
 from torch.utils._sympy.numbers import int_oo
 
+from .adapter import ArgumentName
 from .engine.decompose import RECURRENT_FORMS, decompose
 from .engine.dynamo_graph import source_line
 from .engine.size_conditions import SizeConditions
@@ -41,8 +50,9 @@ from .errors import ComplexLeakError, MissingRuleError, RealifyError
 from .passes.cleanup import copies_to_views
 from .rules import check_contract, contract_checked_before
 from .runtime.aliasing import OutputView
-from .runtime.boundary import SIGNATURE_KEY, Boundary, RealCall, is_complex, signature_of
+from .runtime.boundary import SIGNATURE_KEY, Boundary, is_complex, signature_of
 from .runtime.dtypes import pairs_of
+from .saved_programs import DESCRIPTION_KEY, describe
 
 log = logging.getLogger("realify")
 aten = torch.ops.aten
@@ -52,7 +62,7 @@ _EXPORT_ADVICE = (
     "an exported program cannot call back into eager PyTorch, so every complex "
     "op needs a rule. Compute this op outside the exported program (on its inputs before the "
     "call, or on its outputs after), or register a rule with realify.rules.register(...) "
-    "(see docs/rules.md)."
+    "(see realify's docs page 'Writing a rule')."
 )
 
 
@@ -123,105 +133,12 @@ def export(
         **_eager_layouts(signature_of(real_gm), wiring),
     )
     real_ep.graph_module.meta[SIGNATURE_KEY] = signature
+    # the same, as versioned JSON where torch.export.save keeps it: the program stays callable with complex tensors
+    real_ep.graph_module.meta.setdefault("custom", {})[DESCRIPTION_KEY] = describe(signature)
     _check_inputs_of_module(real_ep)
     log.debug("export: %d complex input(s), %d complex output(s)",
               sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
     return real_ep
-
-
-class ComplexCallAdapter(torch.nn.Module):
-    """Calls a program made by :func:`export` with the original complex arguments.
-
-    Complex input tensors are passed as ``torch.view_as_real`` (a view when the tensor is
-    contiguous, otherwise one copy); real ``(..., 2)`` outputs that were complex come back as
-    ``torch.view_as_complex`` views, in the program's original dtype. Inputs the program
-    mutates are written back. The program runs with autocast off: under autocast its real
-    GEMMs, which stand for complex ones, would be cast to half precision, where eager leaves
-    complex ops alone.
-
-    The signature lives in ``ep.graph_module.meta``, which ``torch.export.save`` does not keep:
-    for a loaded program, pass the one of the original (``ComplexCallAdapter(ep).signature``).
-    """
-
-    def __init__(self, ep: ExportedProgram, signature: Boundary | None = None):
-        super().__init__()
-        self.signature = signature if signature is not None else signature_of(ep)
-        self.program = ep.module()
-        self._in_spec = ep.call_spec.in_spec
-        self._call = RealCall(self._real_program, self.signature, autocast_off=True,  # see the class docstring
-                              on_shared_write=self._refuse_shared_write)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs = reorder_kwargs(kwargs, self._in_spec)
-        _check_complex_call(self.signature, args, kwargs)
-        return self._call(*tree_leaves((args, kwargs)))
-
-    def _real_program(self, *flat: Any) -> list[Any]:
-        """The exported program on flat real inputs: its flat outputs, then the inputs it
-        writes in place (it writes the real tensors it is given; RealCall copies them into the
-        caller's where they are not views of them)."""
-        args, kwargs = tree_unflatten(list(flat), self._in_spec)
-        out = tree_flatten(self.program(*args, **kwargs))[0]
-        return [*out, *(flat[i] for i in self.signature.mutated_inputs)]
-
-    def _refuse_shared_write(self, flat: tuple, written: int, other: int) -> Any:
-        """Raise where a tensor the program writes in place shares memory with another input:
-        the exported graph reads every input before it writes any, where eager's later reads of
-        the other would see the write, and it has no eager program to run instead."""
-        args, kwargs = tree_unflatten(list(flat), self._in_spec)
-        written_name, other_name = (_LazyName(args, kwargs, i) for i in (written, other))
-        raise RealifyError(
-            f"{other_name} shares memory with {written_name}, which the exported program writes in place: "
-            f"the program reads every input before it writes any, so it would compute with the old values "
-            f"of {other_name} where eager reads the new ones. Pass tensors that do not share memory (for "
-            f"example, {other_name}.clone()), or call the original program (or realify.compile it) with "
-            f"such inputs.")
-
-
-class _LazyName:
-    """Flat input leaf ``i`` as the caller wrote it (``args[0]``, ``kwargs['x']``,
-    ``args[1][0]``), worked out only when an error message formats it: the checks run on
-    every call."""
-
-    def __init__(self, args: tuple, kwargs: dict, i: int):
-        self.args, self.kwargs, self.i = args, kwargs, i
-
-    def __str__(self) -> str:
-        paths, _ = tree_flatten_with_path((tuple(self.args), dict(self.kwargs)))
-        path = paths[self.i][0]
-        top = path[0]
-        return ("args" if isinstance(top, SequenceKey) and top.idx == 0 else "kwargs") + keystr(path[1:])
-
-    __format__ = lambda self, spec: format(str(self), spec)
-
-
-def _check_complex_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
-    """The checks of :class:`ComplexCallAdapter`: complex tensors where the program had complex
-    inputs, of the dtype it was exported for, and no complex tensor where it had a real one.
-    Otherwise the real program would fail deep inside with a message about its real ops
-    (``expected m1 and m2 to have the same dtype``), or compute in another precision."""
-    flat = tree_leaves((args, kwargs))
-    if len(flat) != len(sig.inputs):
-        raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")
-    for i, (x, dtype) in enumerate(zip(flat, sig.inputs)):
-        name = _LazyName(args, kwargs, i)
-        if dtype is None:
-            if is_complex(x):
-                raise RealifyError(
-                    f"{name} is a {x.dtype} tensor, but the program was exported with a real value there: "
-                    f"pass a real tensor, as in the example inputs given to realify.export")
-            continue
-        if not isinstance(x, torch.Tensor):
-            raise RealifyError(f"{name} is a {type(x).__name__}, but the program takes a {dtype} tensor there")
-        if not x.dtype.is_complex:
-            raise RealifyError(
-                f"{name} is a real {x.dtype} tensor, but the program takes a {dtype} tensor there: pass "
-                f"{name}.to({dtype}), or, for (..., 2) pairs, torch.view_as_complex({name}) (or call ep.module() "
-                f"with the pairs themselves)")
-        if x.dtype != dtype:
-            raise RealifyError(
-                f"{name} is a {x.dtype} tensor, but the program was exported for {dtype}: pass "
-                f"{name}.to({dtype}), or export the program again with {x.dtype} example inputs")
 
 
 def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
@@ -233,7 +150,7 @@ def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
     if len(flat) != len(sig.inputs):
         return  # torch.export's own check names the mismatch
     for i, (x, dtype) in enumerate(zip(flat, sig.inputs)):
-        name = _LazyName(args, kwargs, i)
+        name = ArgumentName(args, kwargs, i)
         if dtype is None or not isinstance(x, torch.Tensor):
             continue
         real = sig.real_dtype(dtype)
@@ -363,7 +280,8 @@ def _constraint_violation(conditions: str) -> Exception:
         "Constraints violated by realify's real program: it is right only where these conditions on dynamic "
         f"sizes hold, which the requested ranges do not ensure:\n{conditions}\nA rule realify has for an op of the "
         "program needs the size as a number. Export with those dims static (Dim.STATIC, or the example's size); "
-        "docs/limits.md lists the ops known to need it.")
+        "the 'Limitations' section of realify's docs page 'Where values differ, and limits' lists the ops "
+        "known to need it.")
 
 
 def _for_export(err: MissingRuleError) -> MissingRuleError:

@@ -648,7 +648,7 @@ def test_onnx_special_values_and_branch_cuts():
     """The special-value table of tests/test_numerics.py through one exported program:
     values (nan/inf pattern included) from ONNX Runtime, and values with every sign of zero
     from ONNX's reference evaluator (the operators' specified semantics). ONNX Runtime's own
-    kernels lose the sign of some zeros (its Where did, on branch cuts: realify.onnx.where),
+    kernels lose the sign of some zeros (its Where did, on branch cuts: realify.onnx.pointwise.where),
     so signs are compared on the reference evaluator."""
     from onnx.reference import ReferenceEvaluator
     from test_numerics import _left_out, assert_same_values, special_values

@@ -1,0 +1,233 @@
+"""Calling a program made by :func:`realify.export` with complex tensors: :class:`ComplexCallAdapter`
+turns complex arguments into the program's ``(..., 2)`` pairs and its results back, checking
+what it is given first."""
+
+from __future__ import annotations
+
+import os
+from typing import IO, Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.export._tree_utils import reorder_kwargs
+from torch.utils._pytree import (
+    SequenceKey,
+    keystr,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_leaves,
+    tree_unflatten,
+    treespec_loads,
+)
+
+from .errors import RealifyError
+from .runtime.boundary import Boundary, RealCall, is_complex
+from .saved_programs import (
+    DESCRIPTION_KEY,
+    archive_holds_aoti,
+    carried_signature,
+    check_fits,
+    is_aoti_model,
+    read_description,
+)
+
+
+class ComplexCallAdapter(torch.nn.Module):
+    """Calls a program made by :func:`export` with the original complex arguments.
+
+    Complex input tensors are passed as ``torch.view_as_real`` (a view when the tensor is
+    contiguous, otherwise one copy); real ``(..., 2)`` outputs that were complex come back as
+    ``torch.view_as_complex`` views, in the program's original dtype. Inputs the program
+    mutates are written back. The program runs with autocast off: under autocast its real
+    GEMMs, which stand for complex ones, would be cast to half precision, where eager leaves
+    complex ops alone.
+
+    Which inputs and outputs are complex (the :class:`~realify.Boundary`) travels inside the
+    program: :func:`export` records it as versioned JSON in
+    ``ep.graph_module.meta["custom"]["realify.boundary"]``, which ``torch.export.save`` writes
+    and ``torch.export.load`` reads back, and :func:`aoti_compile_and_package` copies it into
+    the AOTInductor package's metadata (same key). So the adapter takes the program
+    :func:`export` returned, the same program saved and loaded again (in any process), or its
+    AOTInductor package loaded with ``torch._inductor.aoti_load_package``; :meth:`load` opens
+    either kind of ``.pt2`` file.
+
+    Parameters
+    ----------
+    program : torch.export.ExportedProgram or AOTICompiledModel
+        A program made by :func:`export` (as it returned it, or loaded with
+        ``torch.export.load``), or the model ``torch._inductor.aoti_load_package`` loads from a
+        package made by :func:`aoti_compile_and_package`.
+    signature : Boundary, optional
+        The boundary to call the program by, instead of the one it carries: the ``signature`` of
+        an adapter of the original program (``ComplexCallAdapter(ep).signature``), for a copy that
+        lost its description (a package compiled with ``torch._inductor.aoti_compile_and_package``
+        itself).
+
+    Attributes
+    ----------
+    signature : Boundary
+        Per leaf of the flattened ``(args, kwargs)`` and of the flattened result, the complex
+        dtype it has in the complex program (None where real), the inputs written in place,
+        eager's output layouts.
+    program : callable
+        The real program: ``ep.module()``, or the AOTInductor model.
+
+    Raises
+    ------
+    RealifyError
+        The program carries no description (a plain ``torch.export.export`` program, a program
+        saved by a realify release that did not record it, a package compiled with
+        ``torch._inductor.aoti_compile_and_package`` itself); its description has a version
+        this realify does not read, or is malformed; or it does not fit the program's inputs
+        and outputs.
+    TypeError
+        ``program`` is neither an ExportedProgram nor a loaded AOTInductor model.
+
+    Examples
+    --------
+    >>> model = torch.nn.Linear(8, 8, dtype=torch.complex64)
+    >>> z = torch.randn(2, 8, dtype=torch.complex64)
+    >>> ep = realify.export(model, (z,))
+    >>> y = realify.ComplexCallAdapter(ep)(z)                      # complex in, complex out
+    >>> torch.export.save(ep, "model.pt2")
+    >>> y = realify.ComplexCallAdapter(torch.export.load("model.pt2"))(z)   # in any process
+    >>> realify.aoti_compile_and_package(ep, package_path="model_aoti.pt2")
+    >>> y = realify.ComplexCallAdapter.load("model_aoti.pt2")(z)
+    """
+
+    def __init__(self, program: ExportedProgram | Any, signature: Boundary | None = None):
+        super().__init__()
+        if isinstance(program, ExportedProgram):
+            in_spec, out_spec = program.call_spec.in_spec, program.call_spec.out_spec
+            if signature is None:
+                signature = carried_signature(program, out_spec)
+            self.program = program.module()
+        elif is_aoti_model(program):
+            in_spec, out_spec = (treespec_loads(spec) for spec in program.loader.get_call_spec())
+            if signature is None:
+                text = program.get_metadata().get(DESCRIPTION_KEY)
+                if text is None:
+                    raise RealifyError(
+                        f"this AOTInductor model carries no realify description (metadata {DESCRIPTION_KEY!r}): "
+                        f"its package was not made by realify.aoti_compile_and_package, so which of its inputs "
+                        f"and outputs are complex (..., 2) pairs is unknown. Package the program made by "
+                        f"realify.export with realify.aoti_compile_and_package(ep, package_path=...) (same "
+                        f"arguments as torch._inductor.aoti_compile_and_package), or pass "
+                        f"signature=realify.ComplexCallAdapter(ep).signature of the original program")
+                signature = read_description(text, out_spec, "this AOTInductor package")
+            self.program = program
+        else:
+            raise TypeError(
+                f"ComplexCallAdapter takes a torch.export.ExportedProgram made by realify.export, or a model "
+                f"loaded by torch._inductor.aoti_load_package; got {type(program).__name__}")
+        check_fits(signature, in_spec, out_spec)
+        self.signature = signature
+        self._in_spec = in_spec
+        self._call = RealCall(self._real_program, self.signature, autocast_off=True,  # see the class docstring
+                              on_shared_write=self._refuse_shared_write)
+
+    @classmethod
+    def load(cls, f: str | os.PathLike | IO[bytes], **load_options: Any) -> ComplexCallAdapter:
+        """An adapter of the program saved in ``f``, a ``.pt2`` file of either kind.
+
+        Parameters
+        ----------
+        f : str, os.PathLike or binary file object
+            A file written by ``torch.export.save`` of a program made by :func:`export`, or an
+            AOTInductor package written by :func:`aoti_compile_and_package`. An archive holding
+            both is loaded as the AOTInductor package.
+        **load_options
+            Passed to the loader: ``torch.export.load`` (``expected_opset_version``, ...) or
+            ``torch._inductor.aoti_load_package`` (``run_single_threaded``, ``device_index``).
+
+        Returns
+        -------
+        ComplexCallAdapter
+            Takes and returns complex tensors, as the original program did.
+
+        Raises
+        ------
+        RealifyError
+            ``f`` is not a ``.pt2`` archive, holds neither kind of program, or holds a program
+            without a realify description it can read (see the class).
+
+        Examples
+        --------
+        >>> torch.export.save(realify.export(model, (z,)), "model.pt2")
+        >>> y = realify.ComplexCallAdapter.load("model.pt2")(z)
+        """
+        if archive_holds_aoti(f):
+            return cls(torch._inductor.aoti_load_package(f, **load_options))
+        return cls(torch.export.load(f, **load_options))
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs = reorder_kwargs(kwargs, self._in_spec)
+        _check_complex_call(self.signature, args, kwargs)
+        return self._call(*tree_leaves((args, kwargs)))
+
+    def _real_program(self, *flat: Any) -> list[Any]:
+        """The exported program on flat real inputs: its flat outputs, then the inputs it
+        writes in place (it writes the real tensors it is given, as does its AOTInductor
+        model; RealCall copies them into the caller's where they are not views of them)."""
+        args, kwargs = tree_unflatten(list(flat), self._in_spec)
+        out = tree_flatten(self.program(*args, **kwargs))[0]
+        return [*out, *(flat[i] for i in self.signature.mutated_inputs)]
+
+    def _refuse_shared_write(self, flat: tuple, written: int, other: int) -> Any:
+        """Raise where a tensor the program writes in place shares memory with another input:
+        the exported graph reads every input before it writes any, where eager's later reads of
+        the other would see the write, and it has no eager program to run instead."""
+        args, kwargs = tree_unflatten(list(flat), self._in_spec)
+        written_name, other_name = (ArgumentName(args, kwargs, i) for i in (written, other))
+        raise RealifyError(
+            f"{other_name} shares memory with {written_name}, which the exported program writes in place: "
+            f"the program reads every input before it writes any, so it would compute with the old values "
+            f"of {other_name} where eager reads the new ones. Pass tensors that do not share memory (for "
+            f"example, {other_name}.clone()), or call the original program (or realify.compile it) with "
+            f"such inputs.")
+
+
+class ArgumentName:
+    """Flat input leaf ``i`` as the caller wrote it (``args[0]``, ``kwargs['x']``,
+    ``args[1][0]``), worked out only when an error message formats it: the checks run on
+    every call."""
+
+    def __init__(self, args: tuple, kwargs: dict, i: int):
+        self.args, self.kwargs, self.i = args, kwargs, i
+
+    def __str__(self) -> str:
+        paths, _ = tree_flatten_with_path((tuple(self.args), dict(self.kwargs)))
+        path = paths[self.i][0]
+        top = path[0]
+        return ("args" if isinstance(top, SequenceKey) and top.idx == 0 else "kwargs") + keystr(path[1:])
+
+    __format__ = lambda self, spec: format(str(self), spec)
+
+
+def _check_complex_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
+    """The checks of :class:`ComplexCallAdapter`: complex tensors where the program had complex
+    inputs, of the dtype it was exported for, and no complex tensor where it had a real one.
+    Otherwise the real program would fail deep inside with a message about its real ops
+    (``expected m1 and m2 to have the same dtype``), or compute in another precision."""
+    flat = tree_leaves((args, kwargs))
+    if len(flat) != len(sig.inputs):
+        raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")
+    for i, (x, dtype) in enumerate(zip(flat, sig.inputs)):
+        name = ArgumentName(args, kwargs, i)
+        if dtype is None:
+            if is_complex(x):
+                raise RealifyError(
+                    f"{name} is a {x.dtype} tensor, but the program was exported with a real value there: "
+                    f"pass a real tensor, as in the example inputs given to realify.export")
+            continue
+        if not isinstance(x, torch.Tensor):
+            raise RealifyError(f"{name} is a {type(x).__name__}, but the program takes a {dtype} tensor there")
+        if not x.dtype.is_complex:
+            raise RealifyError(
+                f"{name} is a real {x.dtype} tensor, but the program takes a {dtype} tensor there: pass "
+                f"{name}.to({dtype}), or, for (..., 2) pairs, torch.view_as_complex({name}) (or call ep.module() "
+                f"with the pairs themselves)")
+        if x.dtype != dtype:
+            raise RealifyError(
+                f"{name} is a {x.dtype} tensor, but the program was exported for {dtype}: pass "
+                f"{name}.to({dtype}), or export the program again with {x.dtype} example inputs")
