@@ -1,0 +1,168 @@
+"""Real modules of torch's module database (``torch.testing._internal.common_modules.module_db``)
+through ``realify.export`` and ``realify.onnx`` beside plain ``torch.export`` and ``torch.onnx``:
+the runners of tests/test_real_modules.py. Needs the test extras (``torch.testing._internal``
+imports ``expecttest``; the models run in ONNX Runtime).
+
+Each entry runs its first float32 sample on CPU, in eval mode. :func:`plain_reference` is what
+PyTorch alone does with it (eager, torch.export, torch.onnx in ONNX Runtime) and raises
+:class:`ReferenceFailure` where any of those fails: realify is asked to do what they do, not more.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import functools
+import operator
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.utils._pytree import tree_leaves
+
+from realify.engine.decompose import RECURRENT_FORMS
+
+
+@functools.cache
+def real_modules() -> list:
+    """Every ModuleInfo of torch's module database (all ``torch.nn`` modules, run here in float32)."""
+    from torch.testing._internal.common_modules import module_db
+
+    return list(module_db)
+
+
+@dataclasses.dataclass
+class ModuleCase:
+    """A module built and called as its ModuleInfo's first sample says."""
+
+    module: torch.nn.Module
+    args: tuple
+    kwargs: dict
+
+    def outputs(self, program: torch.nn.Module) -> list[torch.Tensor]:
+        """The tensors ``program`` returns for this call, flattened (as ONNX lists its outputs)."""
+        with torch.no_grad():
+            return tensors_of(program(*self.args, **self.kwargs))
+
+    @property
+    def inputs(self) -> list[torch.Tensor]:
+        """The call's tensors, flattened: the ONNX model's inputs (numbers are constants there)."""
+        return tensors_of((self.args, self.kwargs))
+
+
+def tensors_of(tree: Any) -> list[torch.Tensor]:
+    return [x for x in tree_leaves(tree) if isinstance(x, torch.Tensor)]
+
+
+def first_case(info) -> ModuleCase | None:
+    """The entry's first float32 sample on CPU (None where it has none). Seeded: the module's
+    weights and the inputs are the same in every run."""
+    torch.manual_seed(0)
+    samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=False, training=False)
+    if not samples:
+        return None
+    sample = samples[0]
+    module = info.module_cls(*sample.constructor_input.args, **sample.constructor_input.kwargs).eval()
+    return ModuleCase(module, tuple(sample.forward_input.args), dict(sample.forward_input.kwargs))
+
+
+class ReferenceFailure(Exception):
+    """Eager PyTorch, plain torch.export, torch.onnx or ONNX Runtime fails on the module."""
+
+    def __init__(self, stage: str, error: BaseException):
+        cause = _first_cause(error)
+        what = f"{type(error).__name__}: {_first_line(error)}"
+        if cause is not error:
+            what = f"{type(error).__name__}, from {type(cause).__name__}: {_first_line(cause)}"
+        super().__init__(f"{stage} fails on the module: {what}")
+        self.stage = stage
+
+
+def _first_cause(error: BaseException) -> BaseException:
+    # torch.onnx's ConversionError says only which step failed; the exception it was raised
+    # from names the op it has no translation for
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:200]
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as error:
+        raise ReferenceFailure(name, error) from error
+
+
+@dataclasses.dataclass
+class Reference:
+    """What PyTorch alone does with the module's sample."""
+
+    case: ModuleCase
+    eager: list[torch.Tensor]
+    program: ExportedProgram      # plain torch.export's
+    onnx: list[torch.Tensor]      # plain torch.onnx's model, in ONNX Runtime
+
+
+def plain_reference(info) -> Reference | None:
+    """Eager's outputs, plain torch.export's program and plain torch.onnx's outputs for the
+    entry's first sample (None where it has no sample). Raises :class:`ReferenceFailure` naming
+    the first stage that fails, or where plain torch.export's program does not give eager's
+    values (a module that draws random numbers)."""
+    with stage("eager"):
+        case = first_case(info)
+        if case is None:
+            return None
+        # before any export: a lazy module (LazyConv2d) makes its parameters on its first call
+        eager = case.outputs(case.module)
+    with stage("torch.export"):
+        program = torch.export.export(case.module, case.args, case.kwargs)
+    with stage("torch.export's program"):
+        torch.testing.assert_close(case.outputs(program.module()), eager, equal_nan=True)
+    with stage("torch.onnx"):
+        # the ExportedProgram, as realify.onnx hands its own to torch.onnx, with torch.onnx's defaults
+        model = torch.onnx.export(program, (), dynamo=True, verbose=False)
+        assert model is not None  # the dynamo exporter always returns its program
+    with stage("ONNX Runtime"):
+        onnx = run_onnx(model, case.inputs)
+    return Reference(case, eager, program, onnx)
+
+
+def run_onnx(model: torch.onnx.ONNXProgram, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The model's outputs in ONNX Runtime (CPU), fed ``inputs`` in the order of its inputs."""
+    import onnxruntime as ort  # type: ignore[import-untyped]  # no type information
+
+    session = ort.InferenceSession(model.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    if len(names) != len(inputs):
+        raise AssertionError(f"the ONNX model takes inputs {names}; the call has {len(inputs)} tensors")
+    outputs = session.run(None, {name: x.detach().numpy() for name, x in zip(names, inputs)})
+    return [torch.from_numpy(out) for out in outputs]
+
+
+def core_aten_ops(program: ExportedProgram) -> collections.Counter[str]:
+    """The ops ``program`` computes with, counted, once decomposed to core ATen with
+    realify.export's recurrent forms (tests/test_real_modules.py says why this is the measure).
+
+    Not counted: ``operator.getitem`` (picking an output of a multi-output op, which dead-code
+    elimination drops or keeps) and ``aten.clone`` (a copy: functionalization, which realify's
+    trace runs, replays a view's ``.contiguous()`` on each of its uses, where torch.export copies
+    once before them; the values are the same)."""
+    table = torch.export.default_decompositions()
+    for op, form in RECURRENT_FORMS.items():
+        table[op] = form  # the documented way to change an entry of this table
+    graph = program.run_decompositions(table).graph
+    return collections.Counter(str(node.target) for node in graph.nodes if node.op == "call_function"
+                               and node.target not in (operator.getitem, torch.ops.aten.clone.default))
+
+
+def op_differences(realify_ops: collections.Counter, plain_ops: collections.Counter) -> dict[str, tuple[int, int]]:
+    """``op: (count in plain torch.export's program, count in realify's)`` where they differ."""
+    return {op: (plain_ops[op], realify_ops[op]) for op in sorted(plain_ops | realify_ops)
+            if plain_ops[op] != realify_ops[op]}

@@ -1,0 +1,116 @@
+"""Real code passes through untouched: realify rewrites complex values only. Every module of
+torch's module database (``torch.testing._internal.common_modules.module_db``, all real
+``torch.nn`` modules), its first float32 sample on CPU in eval mode (realify/tools/real_modules.py):
+
+- the reference: eager, plain ``torch.export``, and plain ``torch.onnx`` of that program in ONNX
+  Runtime. Where any of them fails, or torch.export's program does not give eager's values, the
+  entry is skipped, naming the stage and the exception: realify is asked to export what
+  torch.onnx exports, not more;
+- ``realify.export`` computes with the same ops as torch.export: the same ops, counted, once
+  both programs are decomposed to core ATen by the same table (why that table, below);
+- realify's program gives eager's values, and ``realify.onnx.to_onnx`` of it runs in ONNX Runtime
+  with eager's values (or, where ONNX Runtime's kernels miss those, torch.onnx's own model's).
+
+Float32 values, with torch.testing's default float32 tolerances. An entry realify fails is a
+failure (known ones: strict xfails, KNOWN below, with the reason).
+
+An entry takes about 5 seconds (two ONNX exports; the transformers up to 20), the whole table
+about 10 minutes on two cores: it runs with ``-m slow``. The default suite runs every STRIDE-th
+entry, a minute: the table lists modules by family, so a stride samples the families (pooling,
+activations, losses, attention, recurrent layers, padding) rather than one of them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import realify
+from realify.onnx import to_onnx
+from realify.tools.real_modules import (
+    Reference,
+    ReferenceFailure,
+    core_aten_ops,
+    op_differences,
+    plain_reference,
+    real_modules,
+    run_onnx,
+)
+
+# what torch says about its own modules while building and exporting them (an RNN's flat weights
+# list, the oneDNN flags its cell decompositions set, KLDivLoss's coming change of reduction, the
+# transformers' nested tensors): nothing of realify's
+pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes self._flat_weights",
+                                        "ignore:TF32 acceleration on top of oneDNN",
+                                        "ignore:reduction. 'mean' divides the total loss",
+                                        "ignore:enable_nested_tensor is True")
+
+# every twelfth entry in the default suite: 10 of the 114 entries (pooling, activations, losses,
+# attention, a recurrent layer, padding), about a minute
+STRIDE = 12
+
+# Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real module:
+# module name -> why. Strict xfails: an entry that starts to pass fails until it is removed here.
+KNOWN = {
+    "nn.Bilinear": (
+        "realify.onnx cannot export it where torch.onnx can: realify's trace decomposes the composite aten.bilinear "
+        "(which torch.export keeps and torch.onnx translates) into aten._trilinear, which torch.onnx has no "
+        "translation for (DispatchError: No ONNX function found for aten._trilinear)"),
+    "nn.BCEWithLogitsLoss": (
+        "realify.export's program does not hold aten.binary_cross_entropy_with_logits, which torch.export keeps: "
+        "torch.func.functionalize, which realify's trace runs, traces the op's CompositeExplicitAutograd kernel "
+        "(log(exp(-m) + exp(-x - m)) with m = max(-x, 0)), where core ATen's decomposition is written with "
+        "log1p(exp(-|x|))"),
+}
+
+
+def _params():
+    for index, info in enumerate(real_modules()):
+        marks = [] if index % STRIDE == 0 else [pytest.mark.slow]
+        if info.name in KNOWN:
+            marks.append(pytest.mark.xfail(reason=KNOWN[info.name], strict=True))
+        yield pytest.param(info, id=info.name, marks=marks)
+
+
+@pytest.mark.parametrize("info", list(_params()))
+def test_real_module_passes_through_untouched(info):
+    try:
+        reference = plain_reference(info)
+    except ReferenceFailure as failure:
+        pytest.skip(f"plain PyTorch does not export {info.name}: {failure}")
+    if reference is None:
+        pytest.skip(f"the module database gives no float32 sample for {info.name}")
+    case = reference.case
+    program = realify.export(case.module, case.args, case.kwargs)
+    _assert_same_ops(program, reference)
+    torch.testing.assert_close(case.outputs(program.module()), reference.eager, equal_nan=True)
+    _assert_onnx_values(run_onnx(to_onnx(program), case.inputs), reference)
+
+
+def _assert_same_ops(program: torch.export.ExportedProgram, reference: Reference) -> None:
+    """Both programs decomposed to core ATen by the same table before their ops are counted.
+    realify's program is not torch.export's op for op as it stands, by design: realify traces the
+    program again (make_fx under functionalization), which decomposes the composite ops
+    torch.export keeps (linear becomes t and addmm, bilinear _trilinear), writes views as
+    reshapes (realify/passes/cleanup.py) and leaves some in-place ops of those decompositions
+    in place; and it writes LSTM, GRU and RNN layers as their cells (RECURRENT_FORMS, where
+    torch.export keeps aten.lstm). Core ATen, the form torch.onnx itself decomposes to, spells
+    each computation one way, and the table includes realify's recurrent forms, so what is left
+    to differ is what realify computes otherwise."""
+    differences = op_differences(core_aten_ops(program), core_aten_ops(reference.program))
+    assert not differences, (
+        f"realify.export's program computes with other ops than torch.export's, both in core ATen "
+        f"(op: (torch.export's count, realify's)): {differences}")
+
+
+def _assert_onnx_values(actual: list[torch.Tensor], reference: Reference) -> None:
+    """Eager's values; where ONNX Runtime's kernels round otherwise than eager's, so that
+    torch.onnx's own model misses them too, torch.onnx's model's values."""
+    try:
+        torch.testing.assert_close(actual, reference.eager, equal_nan=True)
+    except AssertionError as from_eager:
+        try:
+            torch.testing.assert_close(actual, reference.onnx, equal_nan=True)
+        except AssertionError:
+            raise AssertionError(f"realify.onnx's model gives neither eager's values nor torch.onnx's model's; "
+                                 f"against eager's: {from_eager}") from None
