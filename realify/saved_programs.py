@@ -8,7 +8,7 @@ import dataclasses
 import json
 import os
 import zipfile
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import torch
 from torch.export import ExportedProgram
@@ -94,6 +94,12 @@ def read_description(text: str, out_spec: Any = None, where: str = "this program
             raise ValueError(f"unknown dtype {name!r}")
         return d
 
+    def known_dtype(name: Any) -> torch.dtype:
+        found = dtype(name)
+        if found is None:
+            raise ValueError("a pair dtype is missing")
+        return found
+
     def view(v: Any) -> OutputView | None:
         if v is None:
             return None
@@ -106,12 +112,12 @@ def read_description(text: str, out_spec: Any = None, where: str = "this program
             outputs=tuple(dtype(x) for x in d["outputs"]),
             mutated_inputs=tuple(int(i) for i in d["mutated_inputs"]),
             out_spec=out_spec,
-            input_layout=d["input_layout"] if isinstance(d["input_layout"], str) else tuple(d["input_layout"]),
+            input_layout=cast(Any, layout if isinstance(layout := d["input_layout"], str) else tuple(layout)),
             output_layout=d["output_layout"],
             output_views=tuple(view(v) for v in d["output_views"]),
             output_strides=tuple(None if st is None else tuple(st) for st in d["output_strides"]),
             eager_outputs=bool(d["eager_outputs"]),
-            pair_dtypes={dtype(c): dtype(r) for c, r in d["pair_dtypes"]},
+            pair_dtypes={known_dtype(c): known_dtype(r) for c, r in d["pair_dtypes"]},
             contiguous_pairs=bool(d["contiguous_pairs"]),
             written_regions=tuple(None if r is None else tuple(tuple(step) for step in r)
                                   for r in d["written_regions"]),

@@ -8,7 +8,9 @@ the ops without rules run as eager islands), or ``fail`` with the first line of 
 The report is a Markdown table with a summary line, written to docs/coverage.md by default;
 with ``--readme README.md`` the counts in README's coverage paragraph (between its
 ``coverage`` markers) are rewritten from the same run, so no count is copied by hand
-(tests/test_coverage_report.py checks both files).
+(tests/test_coverage_report.py checks both files). It needs the ``coverage`` extra
+(``pip install 'realify[coverage]'``: the OpInfo table imports numpy and expecttest; tqdm draws
+its progress bar); without it, it names the missing package and the extra, and exits with 2.
 """
 
 from __future__ import annotations
@@ -194,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.readme and (args.only or tuple(args.front_ends) != FRONT_ENDS):
         parser.error("--readme needs the full survey: drop --only and --front-ends")
+    try:
+        from . import opinfo  # noqa: F401  PyTorch's OpInfo table: the "coverage" extra
+    except ImportError as err:
+        if not isinstance(err.__cause__, ModuleNotFoundError):  # not import_optional's: a bug, shown whole
+            raise
+        parser.exit(2, f"{parser.prog}: {err}\n")  # which package is missing, and the extra that brings it
     start = time.perf_counter()
     try:
         from tqdm import tqdm

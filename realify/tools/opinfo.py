@@ -1,6 +1,7 @@
 """OpInfo runners: which ops, how to run a sample through each front end, and how to compare
 with eager complex PyTorch. Used by the table tests and by ``python -m realify coverage``.
-Needs the test extras (``torch.testing._internal`` imports ``expecttest``)."""
+Needs the ``coverage`` extra: PyTorch's OpInfo table (``torch.testing._internal``) imports
+numpy and expecttest, which torch itself does not require."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from realify import ComplexTensor
+from realify._optional import import_optional
 from realify.tensor import unwrap_complex, wrap_complex
+
+# a missing numpy or expecttest raises an ImportError that names the "coverage" extra
+op_db = import_optional("torch.testing._internal.common_methods_invocations", "coverage",
+                        "PyTorch's OpInfo table (realify.tools.opinfo, python -m realify coverage)").op_db
 
 MAX_SAMPLES = 4
 DTYPES = (torch.complex64, torch.complex128)

@@ -304,9 +304,10 @@ class _Program(torch.nn.Module):
 
 
 def _onnx_session(ep):
-    import onnxruntime
-
+    from realify._optional import import_optional
     from realify.onnx import to_onnx
+
+    onnxruntime = import_optional("onnxruntime", "export", "the symbolic-size table's ONNX Runtime check")
 
     return onnxruntime.InferenceSession(to_onnx(ep).model_proto.SerializeToString())
 
