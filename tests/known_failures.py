@@ -75,14 +75,14 @@ DATA_DEPENDENT = Category(
 )
 
 # A sample of these passes the argument as a tensor, which decompose of a plain callable cannot
-# trace. narrow's and repeat_interleave's first sample passes it as a Python int, and under
+# trace. narrow's first sample passes it as a Python int, and under
 # torch.compile dynamo captures the tensor argument in its graph itself; tensor_split's points
 # are read as unbacked numbers in export's trace. Front ends that run only the first sample of
 # each op (export; every front end in the compatibility run) and the compile front ends pass them
 DATA_DEPENDENT_ARGUMENT = Category(
     "reads tensor values while tracing ({} given as a tensor): cannot be traced with fake tensors",
     frozenset({DECOMPOSE_FE}),
-    {"narrow": "its start", "repeat_interleave": "repeats", "tensor_split": "its split points"},
+    {"narrow": "its start", "tensor_split": "its split points"},
 )
 FIRST_SAMPLE_PASSES = frozenset(DATA_DEPENDENT_ARGUMENT.ops)
 
