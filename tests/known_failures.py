@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 EAGER_FE, DECOMPOSE_FE, COMPILE_FE = "eager", "decompose", "compile"
 _ALL = frozenset({EAGER_FE, DECOMPOSE_FE, COMPILE_FE})
 
@@ -64,7 +62,6 @@ DATA_DEPENDENT = Category(
     frozenset({DECOMPOSE_FE, COMPILE_FE}),
     {
         "allclose": "aten.allclose.default returns a bool",
-        "combinations": "it lowers to a boolean-mask select whose size depends on values",
         "corrcoef": "aten.equal.default returns a bool",
         "cov": "aten.equal.default returns a bool",
         "equal": "aten.equal.default returns a bool",
@@ -160,14 +157,6 @@ COMPILE = _table(COMPILE_FE, leave_out=NO_GRAPH.keys())
 INDUCTOR = dict(COMPILE)
 # the export front end runs the first complex64 sample of each op
 EXPORT = {op: reason for op, reason in DECOMPOSE.items() if op not in FIRST_SAMPLE_PASSES}
-
-
-# ---- by torch release ---------------------------------------------------------------------
-
-if torch.torch_version.TorchVersion(torch.__version__) >= "2.14":
-    # torch >= 2.14 traces combinations' boolean-mask select without reading values: it decomposes
-    for _table_ in (DECOMPOSE, COMPILE, INDUCTOR, EXPORT):
-        del _table_["combinations"]
 
 
 # ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
