@@ -164,14 +164,8 @@ EXPORT = {op: reason for op, reason in DECOMPOSE.items() if op not in FIRST_SAMP
 # front end (shapes, dynamic, export, and onnx: export's ONNX Runtime run) -> entry -> why it fails there
 _TORCH_ONNX = "torch.onnx {}, as for the same real program (a limit of torch.onnx, not of realify's rules)"
 SIZES: dict[str, dict[str, str]] = {
-    "shapes": {
-        "as_strided_scatter": "its gradient: the rule writes the source with aten.copy, whose derivative autograd "
-                              "lacks (RuntimeError at backward, at every shape)",
-    },
-    "dynamic": {
-        "as_strided_scatter": "its gradient: the rule writes the source with aten.copy, whose derivative autograd "
-                              "lacks (RuntimeError at backward, at every shape)",
-    },
+    "shapes": {},
+    "dynamic": {},
     "export": {
         "resize_": "resize_ to a size of its own on an input with symbolic sizes: storage_offset() of a symbolic "
                    "tensor in the functionalizing trace (resize_ is unsupported: docs/limits.md)",
