@@ -32,9 +32,12 @@ library_polyfills.register()  # before any graph is traced: opt_einsum's calls s
 
 
 def _register_with_torch_logs() -> None:
-    """``TORCH_LOGS="+realify"`` (or ``torch._logging.set_logs(realify=logging.DEBUG)``) configures
-    realify's logger as it configures torch's own; torch read ``TORCH_LOGS`` when it was
-    imported, before this log was known, so it reads it again where it names realify."""
+    """Make ``TORCH_LOGS="+realify"`` configure realify's logger as it configures torch's own.
+
+    ``torch._logging.set_logs(realify=logging.DEBUG)`` works too once the log is registered.
+    torch read ``TORCH_LOGS`` when it was imported, before this log was known, so it reads it
+    again where it names realify.
+    """
     try:
         from torch._logging import _internal
     except ImportError:

@@ -1,6 +1,8 @@
-"""Calling a program made by :func:`realify.export` with complex tensors: :class:`ComplexCallAdapter`
-turns complex arguments into the program's ``(..., 2)`` pairs and its results back, checking
-what it is given first."""
+"""Calling a program made by :func:`realify.export` with complex tensors.
+
+:class:`ComplexCallAdapter` turns complex arguments into the program's ``(..., 2)`` pairs and
+its results back, checking what it is given first.
+"""
 
 from __future__ import annotations
 
@@ -38,9 +40,7 @@ class ComplexCallAdapter(torch.nn.Module):
     Complex input tensors are passed as ``torch.view_as_real`` (a view when the tensor is
     contiguous, otherwise one copy); real ``(..., 2)`` outputs that were complex come back as
     ``torch.view_as_complex`` views, in the program's original dtype. Inputs the program
-    mutates are written back. The program runs with autocast off: under autocast its real
-    GEMMs, which stand for complex ones, would be cast to half precision, where eager leaves
-    complex ops alone.
+    mutates are written back. The program runs with autocast off (see Notes).
 
     Which inputs and outputs are complex (the :class:`~realify.Boundary`) travels inside the
     program: :func:`export` records it as versioned JSON in
@@ -83,16 +83,48 @@ class ComplexCallAdapter(torch.nn.Module):
     TypeError
         ``program`` is neither an ExportedProgram nor a loaded AOTInductor model.
 
+    See Also
+    --------
+    export : make the program.
+    aoti_compile_and_package : package the program for AOTInductor, keeping its description.
+
+    Notes
+    -----
+    The program runs with autocast off: under autocast its real GEMMs, which stand for complex
+    ones, would be cast to half precision, where eager leaves complex ops alone.
+
     Examples
     --------
-    >>> model = torch.nn.Linear(8, 8, dtype=torch.complex64)
-    >>> z = torch.randn(2, 8, dtype=torch.complex64)
-    >>> ep = realify.export(model, (z,))
-    >>> y = realify.ComplexCallAdapter(ep)(z)                      # complex in, complex out
-    >>> torch.export.save(ep, "model.pt2")
-    >>> y = realify.ComplexCallAdapter(torch.export.load("model.pt2"))(z)   # in any process
-    >>> realify.aoti_compile_and_package(ep, package_path="model_aoti.pt2")
-    >>> y = realify.ComplexCallAdapter.load("model_aoti.pt2")(z)
+    >>> import os
+    >>> import tempfile
+    >>> import torch
+    >>> import realify
+    >>> def f(z):
+    ...     return z * z.conj() + z
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> ep = realify.export(f, (z,))
+    >>> adapter = realify.ComplexCallAdapter(ep)
+    >>> adapter(z)                                   # complex in, complex out
+    tensor([ 6.+2.j, 13.-1.j])
+    >>> adapter.signature.inputs, adapter.signature.outputs
+    ((torch.complex64,), (torch.complex64,))
+
+    The description travels with the saved program, so a loaded copy takes complex tensors too:
+
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "f.pt2")
+    ...     torch.export.save(ep, path)
+    ...     loaded = realify.ComplexCallAdapter(torch.export.load(path))
+    >>> loaded(z)
+    tensor([ 6.+2.j, 13.-1.j])
+
+    A program ``torch.export.export`` made itself does not say which of its values are pairs:
+
+    >>> plain = torch.export.export(torch.nn.Identity(), (torch.view_as_real(z),))
+    >>> realify.ComplexCallAdapter(plain)
+    Traceback (most recent call last):
+        ...
+    realify.errors.RealifyError: this ExportedProgram carries no realify description ...
     """
 
     def __init__(self, program: ExportedProgram | Any, signature: Boundary | None = None):
@@ -128,7 +160,7 @@ class ComplexCallAdapter(torch.nn.Module):
 
     @classmethod
     def load(cls, f: str | os.PathLike | IO[bytes], **load_options: Any) -> ComplexCallAdapter:
-        """An adapter of the program saved in ``f``, a ``.pt2`` file of either kind.
+        """Open the program saved in ``f``, a ``.pt2`` file of either kind, as an adapter.
 
         Parameters
         ----------
@@ -153,30 +185,91 @@ class ComplexCallAdapter(torch.nn.Module):
 
         Examples
         --------
-        >>> torch.export.save(realify.export(model, (z,)), "model.pt2")
-        >>> y = realify.ComplexCallAdapter.load("model.pt2")(z)
+        >>> import os
+        >>> import tempfile
+        >>> import torch
+        >>> import realify
+        >>> def f(z):
+        ...     return z * z.conj() + z
+        >>> z = torch.tensor([1 + 2j, 3 - 1j])
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "f.pt2")
+        ...     torch.export.save(realify.export(f, (z,)), path)
+        ...     adapter = realify.ComplexCallAdapter.load(path)
+        >>> adapter(z)
+        tensor([ 6.+2.j, 13.-1.j])
         """
         if archive_holds_aoti(f):
             return cls(torch._inductor.aoti_load_package(f, **load_options))
         return cls(torch.export.load(f, **load_options))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the program with the complex arguments the original program took.
+
+        Parameters
+        ----------
+        *args : Any
+            The positional arguments, as the original program took them: complex tensors of
+            the dtypes it was exported for where it took complex ones.
+        **kwargs : Any
+            The keyword arguments, likewise.
+
+        Returns
+        -------
+        Any
+            The program's result in its original structure, each output that was complex a
+            complex tensor (a ``torch.view_as_complex`` view of the program's pairs where their
+            strides allow one). Inputs the program writes in place are written.
+
+        Raises
+        ------
+        RealifyError
+            The arguments do not fit the program: another number of flattened inputs, a real
+            tensor or another value where the program takes a complex tensor, a complex tensor
+            where it takes a real value, a complex tensor of another dtype than it was exported
+            for; or an input the program writes in place shares memory with another input (the
+            exported program reads every input before it writes any, where eager's later reads
+            see the write).
+
+        Examples
+        --------
+        >>> import torch
+        >>> import realify
+        >>> def scale(x, factor):
+        ...     x.mul_(factor)                         # written in place
+        ...     return x + 1
+        >>> x = torch.tensor([1 + 1j, 2 + 0j])
+        >>> adapter = realify.ComplexCallAdapter(realify.export(scale, (x.clone(), torch.tensor(2.0))))
+        >>> adapter(x, torch.tensor(2.0))
+        tensor([3.+2.j, 5.+0.j])
+        >>> x                                          # as eager writes it
+        tensor([2.+2.j, 4.+0.j])
+        >>> adapter(x.to(torch.complex128), torch.tensor(2.0))
+        Traceback (most recent call last):
+            ...
+        realify.errors.RealifyError: args[0] is a torch.complex128 tensor, but the program was exported for ...
+        """
         kwargs = reorder_kwargs(kwargs, self._in_spec)
         _check_complex_call(self.signature, args, kwargs)
         return self._call(*tree_leaves((args, kwargs)))
 
     def _real_program(self, *flat: Any) -> list[Any]:
-        """The exported program on flat real inputs: its flat outputs, then the inputs it
-        writes in place (it writes the real tensors it is given, as does its AOTInductor
-        model; RealCall copies them into the caller's where they are not views of them)."""
+        """Run the exported program on flat real inputs.
+
+        Return its flat outputs, then the inputs it writes in place (it writes the real tensors
+        it is given, as does its AOTInductor model; RealCall copies them into the caller's
+        where they are not views of them).
+        """
         args, kwargs = tree_unflatten(list(flat), self._in_spec)
         out = tree_flatten(self.program(*args, **kwargs))[0]
         return [*out, *(flat[i] for i in self.signature.mutated_inputs)]
 
     def _refuse_shared_write(self, flat: tuple, written: int, other: int) -> Any:
-        """Raise where a tensor the program writes in place shares memory with another input:
-        the exported graph reads every input before it writes any, where eager's later reads of
-        the other would see the write, and it has no eager program to run instead."""
+        """Raise where a tensor the program writes in place shares memory with another input.
+
+        The exported graph reads every input before it writes any, where eager's later reads of
+        the other would see the write, and it has no eager program to run instead.
+        """
         args, kwargs = tree_unflatten(list(flat), self._in_spec)
         written_name, other_name = (ArgumentName(args, kwargs, i) for i in (written, other))
         raise RealifyError(
@@ -188,9 +281,10 @@ class ComplexCallAdapter(torch.nn.Module):
 
 
 class ArgumentName:
-    """Flat input leaf ``i`` as the caller wrote it (``args[0]``, ``kwargs['x']``,
-    ``args[1][0]``), worked out only when an error message formats it: the checks run on
-    every call."""
+    """Flat input leaf ``i`` as the caller wrote it (``args[0]``, ``kwargs['x']``, ``args[1][0]``).
+
+    It is worked out only when an error message formats it: the checks run on every call.
+    """
 
     def __init__(self, args: tuple, kwargs: dict, i: int):
         self.args, self.kwargs, self.i = args, kwargs, i
@@ -205,10 +299,13 @@ class ArgumentName:
 
 
 def _check_complex_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
-    """The checks of :class:`ComplexCallAdapter`: complex tensors where the program had complex
-    inputs, of the dtype it was exported for, and no complex tensor where it had a real one.
-    Otherwise the real program would fail deep inside with a message about its real ops
-    (``expected m1 and m2 to have the same dtype``), or compute in another precision."""
+    """Check the arguments of :class:`ComplexCallAdapter`.
+
+    Complex tensors where the program had complex inputs, of the dtype it was exported for,
+    and no complex tensor where it had a real one. Otherwise the real program would fail deep
+    inside with a message about its real ops (``expected m1 and m2 to have the same dtype``),
+    or compute in another precision.
+    """
     flat = tree_leaves((args, kwargs))
     if len(flat) != len(sig.inputs):
         raise RealifyError(f"the exported program takes {len(sig.inputs)} flattened inputs, got {len(flat)}")

@@ -1,5 +1,8 @@
 """The torch.compile backend: ``torch.compile(fn, backend="realify")``.
 
+The backend is registered with dynamo under the name ``"realify"`` (an entry point of the
+package), and :func:`realify.compile` is ``torch.compile`` with it.
+
 Dynamo hands over a graph that may hold complex tensors. realify decomposes it into a
 real-only graph (:func:`realify.decompose`) whose complex inputs arrive as their own
 ``(*shape, 2)`` pairs (a free ``view_as_real``; under an inner compiler other than Inductor,
@@ -10,13 +13,30 @@ tensors for free. That real graph goes to the inner compiler (Inductor by defaul
 differentiates it for training: forward and backward are both real. The compiled graph runs
 through :class:`realify.runtime.boundary.RealCall`, which also writes back the inputs the program
 mutated in place.
+
+Examples
+--------
+>>> import torch
+>>> import realify
+>>> "realify" in torch._dynamo.list_backends()
+True
+
+``torch.compile(fn, backend="realify")`` compiles the real graph with Inductor;
+:func:`realify.compile` chooses another inner compiler, here none (``"eager"``):
+
+>>> def rotate(z, angle):
+...     return z * torch.exp(1j * angle)
+>>> z = torch.tensor([1 + 2j, 3 - 1j])
+>>> angle = torch.tensor([0.5, -0.25])
+>>> compiled = realify.compile(rotate, inner="eager")
+>>> torch.allclose(compiled(z, angle), rotate(z, angle))
+True
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import logging
 import operator
 import platform
@@ -31,10 +51,11 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
 from . import config
+from .compile_arguments import check_compile_arguments, inductor_config
 from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
 from .engine.islands import island_call, islands_in
-from .errors import OptionsChangedError, closest
+from .errors import OptionsChangedError
 from .passes import pipeline
 from .runtime.boundary import Layout, RealCall, signature_of, split
 from .runtime.complex_tensor import ComplexTensor
@@ -46,9 +67,82 @@ Inner = str | Callable[[fx.GraphModule, list], Callable]
 
 def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner: Inner = "inductor",
                     strict: bool | None = None, **inner_options: Any) -> Callable:
-    """Dynamo backend: decompose complex values, hand the real graph to ``inner``."""
+    """Compile a graph dynamo captured: decompose its complex values, hand the real graph to ``inner``.
+
+    This is the function ``torch.compile(fn, backend="realify")`` calls, once per graph dynamo
+    captures; :func:`realify.compile` passes it ``inner``, ``strict`` and ``inner_options``. A
+    graph without complex values goes to ``inner`` as it is. A graph over tensor subclasses
+    (DTensor) first runs the subclasses' own dispatch through AOTAutograd, and realify compiles
+    the plain forward and backward graphs that come out of it.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        The graph dynamo captured.
+    example_inputs : sequence
+        Dynamo's example inputs of ``gm`` (fake tensors, symbolic sizes).
+    inner : str or callable, default "inductor"
+        The compiler that receives the real graph: ``"inductor"``, ``"eager"`` (the real graph
+        run as it is, uncompiled), the name of any registered dynamo backend, or a backend
+        callable ``(gm, example_inputs) -> callable``.
+    strict : bool, optional
+        True raises :class:`~realify.MissingRuleError` for a complex op without a rule, False
+        runs it as an eager island (a warning names it); by default ``realify.config.strict``.
+    **inner_options : Any
+        Keyword arguments for the inner compiler. For Inductor, its config keys, and
+        ``torch.compile``'s ``mode`` and ``options``, which dynamo passes its backend and which
+        mean what they mean for ``torch.compile``'s default backend.
+
+    Returns
+    -------
+    callable
+        The compiled graph: it takes the caller's complex tensors, returns complex outputs in
+        eager's layout, and writes back the inputs the program mutated in place.
+
+    Raises
+    ------
+    realify.MissingRuleError
+        ``strict`` is on and a complex op of ``gm`` has no rule.
+    realify.InputMetadataChangeError
+        The program changes the shape or strides of an input in place.
+    ValueError
+        For Inductor, ``inner_options`` names a mode or config key Inductor does not have.
+    TypeError
+        For Inductor, a mode or config value has the wrong type.
+    realify.OptionsChangedError
+        Raised by the returned callable, when it is called after ``gemm_multiplications`` or
+        ``complex_autocast`` changed in :mod:`realify.config` (dynamo does not guard on them).
+
+    See Also
+    --------
+    realify.compile : ``torch.compile`` with this backend, checking its arguments at once.
+    realify.decompose : the engine that makes the real graph.
+
+    Notes
+    -----
+    Dynamo calls the backend at the first call of the compiled function and wraps what it
+    raises in its own ``BackendCompilerFailed``; :func:`realify.compile` re-raises realify's
+    own errors as they are. An op that eager refuses on its operands' dtypes leaves the graph to
+    run as captured, so the call raises eager's own error where eager raises it. Under
+    ``torch.autocast``, the real graph already holds eager's casts, so the inner compiler runs
+    with autocast off.
+
+    Examples
+    --------
+    >>> import functools
+    >>> import torch
+    >>> import realify
+    >>> backend = functools.partial(realify.realify_backend, inner="eager")
+    >>> def rotate(z, angle):
+    ...     return z * torch.exp(1j * angle)
+    >>> compiled = torch.compile(rotate, backend=backend, fullgraph=True)
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> angle = torch.tensor([0.5, -0.25])
+    >>> torch.allclose(compiled(z, angle), rotate(z, angle))
+    True
+    """
     if inner == "inductor":
-        inner_options = _inductor_config(inner_options)
+        inner_options = inductor_config(inner_options)
     if _holds_tensor_subclasses(gm, example_inputs):
         return _through_subclass_dispatch(gm, example_inputs, inner, inner_options, strict)
     inner_fn = _resolve_inner(inner, inner_options)
@@ -118,12 +212,15 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
 
 @functools.cache
 def host_cpu_vector_bytes() -> int:
-    """The width of the vector registers eager's CPU prod kernel runs on, for this build and
-    machine (ATen's Vectorized types): 16 bytes on ARM without 256-bit SVE, 32 otherwise. An
-    AVX-512 machine runs the AVX2 kernel: ATen builds an AVX-512 variant only of the kernels
-    registered for it (ALSO_REGISTER_AVX512_DISPATCH), and prod's is not. The compile backend
-    compiles for the machine it runs on; this is where it reads the machine, handing the
-    width down to the pass that copies eager's order (realify/passes/product_order.py)."""
+    """Return the width of the vector registers eager's CPU prod kernel runs on, in bytes.
+
+    That is for this build and machine (ATen's Vectorized types): 16 bytes on ARM without
+    256-bit SVE, 32 otherwise. An AVX-512 machine runs the AVX2 kernel: ATen builds an
+    AVX-512 variant only of the kernels registered for it (ALSO_REGISTER_AVX512_DISPATCH), and
+    prod's is not. The compile backend compiles for the machine it runs on; this is where it
+    reads the machine, handing the width down to the pass that copies eager's order
+    (realify/passes/product_order.py).
+    """
     capability = torch.backends.cpu.get_cpu_capability()
     if platform.machine().lower() in ("aarch64", "arm64") and capability != "SVE256":
         return 16
@@ -131,17 +228,22 @@ def host_cpu_vector_bytes() -> int:
 
 
 def _targets_cpu(example_inputs: Sequence[Any]) -> bool:
-    """Whether the compiled graph runs on the CPU: every tensor it is given is there (a graph
-    given none makes its tensors on the default device)."""
+    """Tell whether the compiled graph runs on the CPU: every tensor it is given is there.
+
+    A graph given no tensors makes its tensors on the default device.
+    """
     devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
     return devices == {"cpu"} if devices else torch.get_default_device().type == "cpu"
 
 
 def _drop_absent_outputs(gm: fx.GraphModule) -> tuple[frozenset[int], int] | None:
-    """Remove the graph's ``None`` outputs (outputs the caller takes as views of inputs or of other
-    outputs: ``Boundary.output_views``) before the inner compiler sees it: AOTAutograd reads a
-    value for every output where the graph's first call runs on fake inputs (DDPOptimizer's
-    pieces). Returns their positions and the number of outputs, or None where there are none."""
+    """Remove the graph's ``None`` outputs before the inner compiler sees it.
+
+    Those are outputs the caller takes as views of inputs or of other outputs
+    (``Boundary.output_views``): AOTAutograd reads a value for every output where the graph's
+    first call runs on fake inputs (DDPOptimizer's pieces). Returns their positions and the
+    number of outputs, or None where there are none.
+    """
     output = gm.graph.output_node()
     outs = list(cast(Sequence[Any], output.args[0]))
     absent = frozenset(i for i, o in enumerate(outs) if o is None)
@@ -164,8 +266,11 @@ class _WithAbsentOutputs:
 
 
 def _holds_tensor_subclasses(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
-    """Whether the program takes or makes tensor subclasses (DTensors: inputs, or made inside by
-    ``DTensor.from_local``), whose own dispatch must run before realify sees plain tensors."""
+    """Tell whether the program takes or makes tensor subclasses, whose dispatch must run first.
+
+    These are DTensors (inputs, or made inside by ``DTensor.from_local``), whose own dispatch
+    must run before realify sees plain tensors.
+    """
     def subclass(x: Any) -> bool:
         return is_traceable_wrapper_subclass(x) and not isinstance(x, ComplexTensor)
 
@@ -175,11 +280,14 @@ def _holds_tensor_subclasses(gm: fx.GraphModule, example_inputs: Sequence[Any]) 
 
 def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any], inner: Inner, inner_options: dict,
                                strict: bool | None) -> Callable:
-    """A program over tensor subclasses (DTensor): AOTAutograd runs the subclasses' own dispatch
-    (a DTensor's sharding propagation and collectives) on the complex program, and realify
-    compiles the forward and backward graphs it yields, whose tensors are plain (a DTensor's
-    local shards) and may be complex. The subclasses never see realify's real ops: their
-    sharding rules know the complex program's ops, as in eager."""
+    """Compile a program over tensor subclasses (DTensor) through AOTAutograd.
+
+    AOTAutograd runs the subclasses' own dispatch (a DTensor's sharding propagation and
+    collectives) on the complex program, and realify compiles the forward and backward graphs
+    it yields, whose tensors are plain (a DTensor's local shards) and may be complex. The
+    subclasses never see realify's real ops: their sharding rules know the complex program's
+    ops, as in eager.
+    """
     from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
 
@@ -190,11 +298,14 @@ def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any]
 
 
 class _CompiledUnderOptions:
-    """The compiled call, refusing to run once an option that changes its values differs from
-    what it was compiled under: dynamo guards on autocast and grad mode, not on realify's
-    options, and would otherwise keep running code compiled for the old value (a program
-    compiled with complex_autocast off would silently stay in float32 after it is turned on,
-    and one compiled with it on would stay in bfloat16 after it is turned off)."""
+    """The compiled call, refusing to run once an option that changes its values has changed.
+
+    It refuses once such an option differs from what it was compiled under: dynamo guards on
+    autocast and grad mode, not on realify's options, and would otherwise keep running code
+    compiled for the old value (a program compiled with complex_autocast off would silently
+    stay in float32 after it is turned on, and one compiled with it on would stay in bfloat16
+    after it is turned off).
+    """
 
     OPTIONS = ("gemm_multiplications", "complex_autocast")
 
@@ -226,16 +337,18 @@ def _first_source_line(gm: fx.GraphModule) -> str:
 
 def _lift_tensor_attributes(gm: fx.GraphModule,
                             example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, list[torch.Tensor]]:
-    """A copy of ``gm`` whose last inputs are the tensors ``gm`` reads as attributes, and those
-    tensors (``gm`` itself, and no tensors, where there are none; dynamo's own graph is left as
-    it is, dynamo reads it after the backend returns).
+    """Return a copy of ``gm`` whose last inputs are the tensors it reads as attributes, and those tensors.
+
+    Where there are none, ``gm`` itself and no tensors; dynamo's own graph is left as it is,
+    dynamo reads it after the backend returns.
 
     Dynamo hands some tensors over as attributes of the graph (``get_attr``), not inputs: a
     compiled optimizer step's parameters and state, which it marks static. Read as constants,
     their complex values would be split once, at compile time, and go stale; written in place
     (``p.add_(...)``), they cannot be functionalized at all. As inputs, passed by the runtime on
     every call, they are read fresh, and in-place writes to them are written back like writes
-    to any input. Each new input keeps dynamo's fake value of the attribute."""
+    to any input. Each new input keeps dynamo's fake value of the attribute.
+    """
     attributes = [n for n in gm.graph.nodes
                   if n.op == "get_attr" and isinstance(operator.attrgetter(n.target)(gm), torch.Tensor)]
     if not attributes:
@@ -265,13 +378,16 @@ def _lift_tensor_attributes(gm: fx.GraphModule,
 
 
 def _needs_grad(examples: Sequence[Any]) -> bool:
-    """Whether the compiled graph may be differentiated: dynamo guards grad mode and each
-    input's ``requires_grad``, so what holds for the examples holds at every call."""
+    """Tell whether the compiled graph may be differentiated.
+
+    Dynamo guards grad mode and each input's ``requires_grad``, so what holds for the examples
+    holds at every call.
+    """
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in examples)
 
 
 def _with_shared_storage(examples: Sequence[Any]) -> frozenset[int]:
-    """The positions of tensor examples whose storage another example shares."""
+    """Return the positions of tensor examples whose storage another example shares."""
     seen: dict[Any, list[int]] = {}
     for i, x in enumerate(examples):
         if isinstance(x, torch.Tensor):
@@ -279,66 +395,12 @@ def _with_shared_storage(examples: Sequence[Any]) -> frozenset[int]:
     return frozenset(i for positions in seen.values() if len(positions) > 1 for i in positions)
 
 
-def _inductor_config(options: dict[str, Any]) -> dict[str, Any]:
-    """The backend's keyword arguments as Inductor config patches.
-
-    ``torch.compile(fn, backend="realify", mode=..., options=...)`` hands ``mode`` and
-    ``options`` to the backend as keyword arguments; with Inductor inside they mean what they
-    mean for ``torch.compile``'s default backend: ``mode`` one of Inductor's presets
-    (``"max-autotune"``, ``"reduce-overhead"``, ...), ``options`` Inductor config keys. Other
-    keyword arguments (``realify.compile(inner_options=...)``) are Inductor config keys too.
-    An unknown mode or key raises ValueError, a value of the wrong type TypeError, each naming
-    it (:func:`_check_inductor_mode`, :func:`_inductor_option_error`)."""
-    options = dict(options)
-    mode = options.pop("mode", None)
-    options.pop("name", None)  # torch.compile's label for the compiled region, not a config key
-    keys = {**(options.pop("options", None) or {}), **options}
-    _check_inductor_mode(mode)
-    try:
-        return torch._TorchCompileInductorWrapper(mode, keys, dynamic=None).config
-    except RuntimeError as err:
-        refused = _inductor_option_error(keys)
-        if refused is None:
-            raise
-        raise refused from err
-
-
-def _check_inductor_mode(mode: Any) -> None:
-    if mode is None:
-        return
-    from torch._inductor import list_mode_options
-
-    modes = list(list_mode_options())
-    if not isinstance(mode, str):
-        raise TypeError(f"mode={mode!r} is not a string: Inductor's modes are {', '.join(map(repr, modes))}")
-    if mode not in modes:
-        raise ValueError(f"mode={mode!r} is not one of Inductor's modes{closest(mode, modes)}: the modes are "
-                         f"{', '.join(map(repr, modes))}")
-
-
-def _inductor_option_error(keys: dict[str, Any]) -> Exception | None:
-    """The error naming the one Inductor config key that torch.compile's translation refuses:
-    ValueError for a key Inductor does not have (torch's own message lists all of its hundreds
-    of keys), TypeError for a value of the wrong type. None where each key passes alone."""
-    from torch._inductor import list_options
-
-    known = list_options()
-    for key, value in keys.items():
-        try:
-            torch._TorchCompileInductorWrapper(None, {key: value}, dynamic=None)
-        except RuntimeError as err:
-            if key.replace("-", "_") not in known:
-                return ValueError(
-                    f"{key!r} is not an Inductor config option{closest(key, known)}; inner_options (and "
-                    "torch.compile's options=) take the keys of torch._inductor.config, listed by "
-                    "torch._inductor.list_options()")
-            return TypeError(f"Inductor config option {key!r} = {value!r} has the wrong type: {err}")
-    return None
-
-
 def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any]:
-    """Dynamo's own fake inputs: static where dynamo specialized a shape, symbolic where it
-    did not, and in dynamo's fake mode, which the inner compiler then shares."""
+    """Return dynamo's own fake inputs of ``gm``, or ``example_inputs`` where it has none.
+
+    Dynamo's fakes are static where dynamo specialized a shape, symbolic where it did not, and
+    in dynamo's fake mode, which the inner compiler then shares.
+    """
     fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     if len(fakes) == len(example_inputs) and all(
             isinstance(v, torch._subclasses.FakeTensor) or not isinstance(e, torch.Tensor)
@@ -348,21 +410,25 @@ def _trace_inputs(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any
 
 
 def _grad_free_unless(fake: torch.Tensor, example: torch.Tensor) -> torch.Tensor:
-    """``fake`` without ``requires_grad`` where the caller's tensor has none: dynamo traced the
-    program's in-place ops on its fakes, so a fake written with a value that requires grad
-    (``out[modes] = weights * x``) requires it too, and the inner compiler would compute a
-    gradient, the input's whole size, that nothing asks for."""
+    """Return ``fake`` without ``requires_grad`` where the caller's tensor has none.
+
+    Dynamo traced the program's in-place ops on its fakes, so a fake written with a value that
+    requires grad (``out[modes] = weights * x``) requires it too, and the inner compiler would
+    compute a gradient, the input's whole size, that nothing asks for.
+    """
     if fake.requires_grad and not example.requires_grad:
         return fake.detach()
     return fake
 
 
 class _RunCapturedOnSharedWrite:
-    """The backend's answer to inputs that share memory with one the compiled graph writes in
-    place (``f(z, z.conj())``, ``f(z, view_as_real(z))``, overlapping slices): the real graph
-    read both before the write, where eager's later reads see it, so such a call runs
+    """The backend's answer to inputs that share memory with one the compiled graph writes in place.
+
+    Such inputs are ``f(z, z.conj())``, ``f(z, view_as_real(z))``, overlapping slices: the real
+    graph read both before the write, where eager's later reads see it, so such a call runs
     ``captured``, dynamo's own graph, eagerly on the caller's tensors (gradients too), with a
-    warning the first time (docs/architecture.md, "Inputs that share memory")."""
+    warning the first time (docs/architecture.md, "Inputs that share memory").
+    """
 
     def __init__(self, captured: fx.GraphModule, count: int):
         self.captured = captured
@@ -383,8 +449,10 @@ class _RunCapturedOnSharedWrite:
 
 
 def _caller_input_names(gm: fx.GraphModule, count: int) -> list[str]:
-    """The caller's name of each graph input (dynamo's source, as ``L['a']``), for messages;
-    graph attributes lifted to inputs follow (_lift_tensor_attributes)."""
+    """Return the caller's name of each graph input (dynamo's source, as ``L['a']``), for messages.
+
+    Graph attributes lifted to inputs follow (_lift_tensor_attributes).
+    """
     names = []
     for node in gm.graph.find_nodes(op="placeholder"):
         source = getattr(node.meta.get("grapharg"), "source", None)
@@ -471,21 +539,99 @@ def _resolve_inner(inner: Inner, options: dict) -> Callable:
 
 def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bool | None = None,
             inner_options: dict | None = None, **torch_compile_options: Any) -> Callable:
-    """``torch.compile`` with the realify backend: ``realify.compile(fn, inner="inductor")``.
+    """Compile ``fn`` with ``torch.compile`` and the realify backend.
 
-    ``inner`` is the compiler that receives the real graph: ``"inductor"`` (default),
-    ``"eager"`` (no compilation, for testing), the name of any registered dynamo backend, or
-    a backend callable ``(gm, example_inputs) -> callable``. ``strict=True`` raises
-    :class:`~realify.MissingRuleError` for ops without a rule instead of eager islands.
-    ``inner_options`` are the inner compiler's keyword arguments (for Inductor, config keys).
-    Other keyword arguments go to ``torch.compile`` (``dynamic``, ``fullgraph``, ``mode``,
-    ``options``, ...); under Inductor, ``mode`` and ``options`` mean what they mean for
-    ``torch.compile``'s default backend (:func:`_inductor_config`).
+    ``realify.compile(fn)`` is ``torch.compile(fn, backend="realify")``, with the choice of the
+    compiler that receives the real graph, and realify's own errors raised as they are (dynamo
+    would wrap them in its ``BackendCompilerFailed``). Called without ``fn``, it returns a
+    decorator. A compiled module stays a module.
 
-    The arguments are checked here, not at the first call (where dynamo calls the backend): an
-    unknown compiler, mode or option raises ValueError, a value of the wrong type TypeError.
+    Parameters
+    ----------
+    fn : callable or torch.nn.Module, optional
+        The function or module to compile; left out, ``realify.compile(...)`` returns a
+        decorator that compiles the function it decorates.
+    inner : str or callable, default "inductor"
+        The compiler that receives the real graph: ``"inductor"``, ``"eager"`` (no compilation,
+        for testing), the name of any registered dynamo backend, or a backend callable
+        ``(gm, example_inputs) -> callable``.
+    strict : bool, optional
+        True raises :class:`~realify.MissingRuleError` for ops without a rule instead of running
+        them as eager islands; by default ``realify.config.strict`` decides.
+    inner_options : dict, optional
+        The inner compiler's keyword arguments (for Inductor, config keys such as
+        ``{"max_autotune": True}``).
+    **torch_compile_options : Any
+        Other keyword arguments of ``torch.compile`` (``dynamic``, ``fullgraph``, ``mode``,
+        ``options``, ...); under Inductor, ``mode`` and ``options`` mean what they mean for
+        ``torch.compile``'s default backend.
+
+    Returns
+    -------
+    callable
+        The compiled function (or module), or, without ``fn``, a decorator that makes one.
+
+    Raises
+    ------
+    ValueError
+        At once: an unknown inner compiler, Inductor mode or Inductor option (the message names
+        the closest), or options for ``inner="eager"``, which takes none.
+    TypeError
+        At once: an argument of the wrong type, an unknown keyword argument, or ``backend=``
+        (choose the compiler with ``inner``).
+    realify.MissingRuleError
+        At the first call (when dynamo compiles), with ``strict`` on, for a complex op without a
+        rule; realify's other errors are raised at that call as they are too.
+    realify.OptionsChangedError
+        At a call after ``gemm_multiplications`` or ``complex_autocast`` changed in
+        :mod:`realify.config` since the function was compiled.
+
+    See Also
+    --------
+    realify_backend : the backend itself.
+    realify.explain : which ops of a program realify decomposes and which it runs as islands.
+
+    Notes
+    -----
+    The arguments are checked here, not at the first call, where dynamo calls the backend and
+    a misspelled compiler or option would otherwise surface.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import realify
+    >>> def rotate(z, angle):
+    ...     return z * torch.exp(1j * angle)
+    >>> compiled = realify.compile(rotate, inner="eager")
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> angle = torch.tensor([0.5, -0.25])
+    >>> torch.allclose(compiled(z, angle), rotate(z, angle))
+    True
+
+    As a decorator, with ``torch.compile``'s own options:
+
+    >>> @realify.compile(inner="eager", fullgraph=True)
+    ... def energy(z):
+    ...     return (z * z.conj()).real.sum()
+    >>> energy(z)
+    tensor(15.)
+
+    A misspelled argument fails at once, not at the first call:
+
+    >>> realify.compile(rotate, fulgraph=True)
+    Traceback (most recent call last):
+        ...
+    TypeError: realify.compile got an unknown keyword argument 'fulgraph' (did you mean 'fullgraph'?); ...
+
+    Compiled code keeps the options it was compiled under:
+
+    >>> with realify.config.patch(gemm_multiplications=4):
+    ...     compiled(z, angle)
+    Traceback (most recent call last):
+        ...
+    realify.errors.OptionsChangedError: realify.config changed since this function was compiled ...
     """
-    _check_compile_arguments(inner, strict, inner_options, torch_compile_options)
+    check_compile_arguments(inner, strict, inner_options, torch_compile_options)
     backend = functools.partial(realify_backend, inner=inner, strict=strict, **(inner_options or {}))
     functools.update_wrapper(backend, realify_backend)
     if fn is None:
@@ -493,108 +639,19 @@ def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bo
     return _raising_realify_errors(torch.compile(fn, backend=backend, **torch_compile_options))
 
 
-# ---- compile's arguments, checked when it is called ------------------------------------------
-# Dynamo calls the backend lazily, at the first call of the compiled function, and wraps what
-# it raises in BackendCompilerFailed: a misspelled compiler or option would surface only there.
-
-_OWN_INNER = ("inductor", "eager")
-_BOOLEAN_KEYWORDS = ("fullgraph", "disable", "isolate_recompiles")
-
-
-@functools.cache
-def _torch_compile_keywords() -> tuple[str, ...]:
-    """torch.compile's keyword arguments that realify.compile passes on (read from torch.compile
-    itself: they differ between torch releases); model and backend are realify.compile's own."""
-    return tuple(n for n in inspect.signature(torch.compile).parameters if n not in ("model", "backend"))
-
-
-def _check_compile_arguments(inner: Any, strict: Any, inner_options: Any, torch_compile_options: dict) -> None:
-    """Raise ValueError or TypeError naming an argument of :func:`compile` that would fail at the
-    first call, and what it accepts."""
-    _check_inner(inner)
-    if strict is not None and not isinstance(strict, bool):
-        raise TypeError(f"strict={strict!r}: pass True (a complex op without a rule raises MissingRuleError), "
-                        "False (it runs as an eager island) or None (realify.config.strict decides)")
-    if inner_options is not None and not isinstance(inner_options, dict):
-        raise TypeError(f"inner_options={inner_options!r}: pass a dict of the inner compiler's keyword "
-                        "arguments (for Inductor, config keys: {'max_autotune': True})")
-    _check_torch_compile_options(torch_compile_options)
-    options = _options_for_inner(inner_options or {}, torch_compile_options)
-    if inner == "inductor" and options:
-        _inductor_config(options)
-    elif inner == "eager" and options:
-        raise ValueError(f"inner='eager' runs the real graph without compiling it and takes no options, got "
-                         f"{', '.join(map(repr, options))}: leave them out, or compile with inner='inductor'")
-
-
-def _check_inner(inner: Any) -> None:
-    if callable(inner):
-        return
-    names = _inner_names()
-    accepted = (f"'inductor' (the default), 'eager' (the real graph run uncompiled), the name of a registered "
-                f"dynamo backend ({', '.join(repr(n) for n in names if n not in _OWN_INNER)}; "
-                "torch._dynamo.list_backends(exclude_tags=()) lists them all), or a callable "
-                "(gm, example_inputs) -> callable")
-    if not isinstance(inner, str):
-        raise TypeError(f"inner={inner!r} is neither a compiler's name nor a callable; inner takes {accepted}")
-    if inner in _OWN_INNER:
-        return
-    from torch._dynamo.backends.registry import lookup_backend
-    from torch._dynamo.exc import InvalidBackend
-
-    try:
-        lookup_backend(inner)
-    except InvalidBackend:
-        known = [*_OWN_INNER, *torch._dynamo.list_backends(exclude_tags=())]
-        raise ValueError(f"inner={inner!r} is not a compiler realify knows{closest(inner, known)}; inner takes "
-                         f"{accepted}") from None
-
-
-def _inner_names() -> list[str]:
-    """The inner compilers a message lists: realify's own, then dynamo's (not its debugging
-    backends, nor realify itself)."""
-    return [*_OWN_INNER, *(n for n in torch._dynamo.list_backends() if n not in (*_OWN_INNER, "realify"))]
-
-
-def _check_torch_compile_options(options: dict[str, Any]) -> None:
-    keywords = _torch_compile_keywords()
-    for key, value in options.items():
-        if key == "backend":
-            raise TypeError("realify.compile sets torch.compile's backend itself: choose the compiler that "
-                            "receives the real graph with inner=")
-        if key not in keywords:
-            raise TypeError(f"realify.compile got an unknown keyword argument {key!r}"
-                            f"{closest(key, ('inner', 'strict', 'inner_options', *keywords))}; "
-                            f"it takes inner, strict, inner_options and torch.compile's {', '.join(keywords)}")
-        if key in _BOOLEAN_KEYWORDS and not isinstance(value, bool):
-            raise TypeError(f"{key}={value!r}: pass True or False")
-    dynamic = options.get("dynamic")
-    if dynamic is not None and not isinstance(dynamic, bool):
-        raise TypeError(f"dynamic={dynamic!r}: pass True (symbolic sizes from the start), False (static sizes) "
-                        "or None (dynamo's automatic dynamic, the default)")
-    if options.get("options") is not None and not isinstance(options["options"], dict):
-        raise TypeError(f"options={options['options']!r}: pass a dict of Inductor config keys")
-
-
-def _options_for_inner(inner_options: dict[str, Any], torch_compile_options: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments :func:`realify_backend` hands the inner compiler: ``inner_options``,
-    and the ``mode`` and ``options`` that torch.compile passes its backend (it drops
-    ``mode="default"`` and empty options, as here)."""
-    mode, options = torch_compile_options.get("mode"), torch_compile_options.get("options")
-    passed = {"mode": mode} if mode and mode != "default" else {}
-    return {**inner_options, **passed, **({"options": options} if options else {})}
-
-
 def _raising_realify_errors(compiled: Callable) -> Callable:
-    """``compiled``, raising realify's own errors (:class:`~realify.MissingRuleError`, ...)
-    where dynamo would raise its ``BackendCompilerFailed`` around them.
+    """Make ``compiled`` raise realify's own errors where dynamo would wrap them.
+
+    realify's errors (:class:`~realify.MissingRuleError`, ...) are raised where dynamo would
+    raise its ``BackendCompilerFailed`` around them.
 
     Dynamo calls the backend lazily, on the first call of the compiled function, and wraps
     whatever the backend raises in ``BackendCompilerFailed`` (the original error only in its
     ``inner_exception``, with no ``__cause__``), so ``except realify.MissingRuleError`` would
     never match. The realify error is re-raised from dynamo's, which stays chained to it: the
     traceback shows both, the user's call first. A compiled module (dynamo's
-    ``OptimizedModule``) stays a module: its ``forward`` is wrapped."""
+    ``OptimizedModule``) stays a module: its ``forward`` is wrapped.
+    """
 
     def unwrap(exc: BaseException) -> BaseException | None:
         from .errors import RealifyError

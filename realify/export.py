@@ -83,13 +83,92 @@ def export(
     whose last dim is 2 stays as it is. Parameters and buffers keep their state_dict names, so
     complex weights load as ``torch.view_as_real(p)``.
 
-    ``dynamic_shapes`` is written for the complex program, as for ``torch.export.export``; the
-    trailing dim of 2 is always static. ``strict`` is passed to the first
-    ``torch.export.export`` (dynamo capture when True). A complex op without a rule raises
-    :class:`~realify.MissingRuleError`: exported programs have no eager islands.
+    Parameters
+    ----------
+    program : torch.nn.Module or callable
+        The complex program. A plain function is wrapped in a module first, keeping its
+        signature, so ``dynamic_shapes`` may name its arguments.
+    args : sequence
+        Example positional arguments, as for ``torch.export.export``: complex tensors where the
+        program takes complex values (complex64 or complex128).
+    kwargs : dict, optional
+        Example keyword arguments.
+    dynamic_shapes : optional
+        The dynamic sizes, written for the complex program as for ``torch.export.export``
+        (``Dim`` objects by argument name or position). The trailing dim of 2 of each real pair
+        tensor is always static.
+    truncate_double : bool, default False
+        Carry complex128 values as float32 pairs (for runtimes without float64) rather than
+        float64 ones.
+    strict : bool, default False
+        Passed to the first ``torch.export.export``: dynamo captures the program when True.
 
-    Call the result with interleaved tensors (``ep.module()(*real_args)``), or wrap it in
-    :class:`ComplexCallAdapter` to call it with the original complex arguments.
+    Returns
+    -------
+    torch.export.ExportedProgram
+        A real-only program: call it with interleaved tensors (``ep.module()(*real_args)``),
+        or wrap it in :class:`ComplexCallAdapter` to call it with the original complex
+        arguments. It carries its :class:`~realify.Boundary` (which inputs and outputs were
+        complex), also as JSON that ``torch.export.save`` keeps.
+
+    Raises
+    ------
+    MissingRuleError
+        A complex op of the program has no rule: an exported program cannot call back into
+        eager PyTorch, so it has no eager islands.
+    RealifyError
+        A complex input of a dtype other than complex64 or complex128 (complex32); a program
+        with custom-object or effect-token inputs, or with training outputs (gradients); a
+        program that writes in place to a parameter or constant (inputs and buffers only); or
+        arguments that are not tensors or Python numbers.
+    torch._dynamo.exc.UserError
+        A constraint violation: realify's real program is right only under conditions on a
+        dynamic size that the requested ranges do not ensure (export with that dim static).
+    ComplexLeakError
+        A complex value remained in the real program (a bug in a rule).
+
+    See Also
+    --------
+    ComplexCallAdapter : call the exported program with complex tensors.
+    realify.onnx.to_onnx : the same program as an ONNX model.
+
+    Notes
+    -----
+    Three steps: ``torch.export.export`` the program as written (parameters, buffers and
+    constants lifted to inputs); :func:`realify.decompose` that graph with interleaved
+    boundaries; then ``torch.export.export`` the real graph again inside a module that holds
+    the real state under the original names. The result is an ordinary ExportedProgram:
+    ``ep.module()``, ``ep.state_dict``, ``torch.onnx.export(ep)`` and ``torch.export.save``
+    all work on it. Calling ``ep.module()`` with a complex tensor, or a real one that is not a
+    ``(..., 2)`` pair of the right dtype, raises a :class:`~realify.RealifyError` naming the
+    argument.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import realify
+    >>> def f(z):
+    ...     return z * z.conj() + z
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> ep = realify.export(f, (z,))
+    >>> pairs = torch.view_as_real(z)            # the complex64 input as float32 (re, im) pairs
+    >>> out = ep.module()(pairs)
+    >>> out
+    tensor([[ 6.,  2.],
+            [13., -1.]])
+    >>> torch.view_as_complex(out)
+    tensor([ 6.+2.j, 13.-1.j])
+
+    Complex parameters become real ``(..., 2)`` state under the same names:
+
+    >>> linear = torch.nn.Linear(2, 1, bias=False, dtype=torch.complex64)
+    >>> with torch.no_grad():
+    ...     _ = linear.weight.copy_(torch.tensor([[1j, 2]]))
+    >>> ep = realify.export(linear, (z,))
+    >>> ep.state_dict["weight"].shape, ep.state_dict["weight"].dtype
+    (torch.Size([1, 2, 2]), torch.float32)
+    >>> torch.allclose(realify.ComplexCallAdapter(ep)(z), linear(z))   # complex in, complex out
+    True
     """
     args = tuple(args)
     for x in tree_leaves((args, kwargs)):
@@ -142,10 +221,12 @@ def export(
 
 
 def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
-    """The checks of ``ep.module()`` for a program made by :func:`export` (a forward pre-hook):
-    its complex inputs are real ``(..., 2)`` tensors, and a complex tensor passed there
+    """Check the inputs of ``ep.module()`` for a program made by :func:`export` (a forward pre-hook).
+
+    Its complex inputs are real ``(..., 2)`` tensors, and a complex tensor passed there
     otherwise fails in the program's shape guards with ``IndexError: tuple index out of
-    range``, a wrong real dtype in its real ops."""
+    range``, a wrong real dtype in its real ops.
+    """
     flat = tree_leaves((args, kwargs))
     if len(flat) != len(sig.inputs):
         return  # torch.export's own check names the mismatch
@@ -167,8 +248,10 @@ def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
 
 
 def _check_inputs_of_module(ep: ExportedProgram) -> None:
-    """Make ``ep.module()`` check its inputs (:func:`_check_real_call`): each module it returns
-    gets a forward pre-hook, run before the program's own guards."""
+    """Make ``ep.module()`` check its inputs (:func:`_check_real_call`).
+
+    Each module it returns gets a forward pre-hook, run before the program's own guards.
+    """
     make_module = ep.module
 
     @functools.wraps(make_module)
@@ -184,8 +267,10 @@ def _check_inputs_of_module(ep: ExportedProgram) -> None:
 
 
 def check_real_program(ep: ExportedProgram) -> None:
-    """Raise :class:`~realify.ComplexLeakError` naming each node, state entry or constant of
-    ``ep`` that still holds a complex dtype."""
+    """Raise :class:`~realify.ComplexLeakError` where a complex dtype remains in ``ep``.
+
+    The error names each node, state entry or constant that still holds one.
+    """
     leaks = []
     for node in ep.graph.nodes:
         arguments = tree_leaves((node.args, node.kwargs))
@@ -203,8 +288,10 @@ def check_real_program(ep: ExportedProgram) -> None:
 
 
 class _FunctionModule(torch.nn.Module):
-    """A plain function as the module torch.export needs; ``forward`` keeps its signature
-    (dynamic_shapes may name its arguments)."""
+    """A plain function as the module torch.export needs.
+
+    ``forward`` keeps its signature (dynamic_shapes may name its arguments).
+    """
 
     def __init__(self, fn: Callable):
         super().__init__()
@@ -239,8 +326,10 @@ def _check_supported(ep: ExportedProgram) -> None:
 
 
 def _drop_metadata_asserts(gm: fx.GraphModule) -> None:
-    """Remove torch.export's ``_assert_tensor_metadata`` checks (inserted before ``.to(...)``):
-    they assert the complex dtype the trace already saw, and the real graph has other dtypes."""
+    """Remove torch.export's ``_assert_tensor_metadata`` checks (inserted before ``.to(...)``).
+
+    They assert the complex dtype the trace already saw, and the real graph has other dtypes.
+    """
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target is aten._assert_tensor_metadata.default and not node.users:
             gm.graph.erase_node(node)
@@ -261,9 +350,12 @@ def _narrow(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:
 
 
 def _trace_input(value: Any, truncate_double: bool) -> Any:
-    """A placeholder's fake value as decompose traces it: complex128 narrowed if asked, and
-    contiguous, as the real program's interleaved inputs are (:func:`_interleave`); the real
-    graph is traced for its inputs' strides (a reshape is a view only where they allow it)."""
+    """Return a placeholder's fake value as decompose traces it.
+
+    Complex128 is narrowed if asked, and the value made contiguous, as the real program's
+    interleaved inputs are (:func:`_interleave`); the real graph is traced for its inputs'
+    strides (a reshape is a view only where they allow it).
+    """
     if not is_complex(value):
         return value
     with value.fake_mode:
@@ -271,8 +363,11 @@ def _trace_input(value: Any, truncate_double: bool) -> Any:
 
 
 def _constraint_violation(conditions: str) -> Exception:
-    """torch.export's constraint violation, for conditions on dynamic sizes that realify's real
-    program holds only under (:class:`~realify.engine.size_conditions.SizeConditions`)."""
+    """Return torch.export's constraint violation for conditions on dynamic sizes.
+
+    These are the conditions realify's real program holds only under
+    (:class:`~realify.engine.size_conditions.SizeConditions`).
+    """
     from torch._dynamo.exc import UserError, UserErrorType
 
     return UserError(
@@ -285,7 +380,7 @@ def _constraint_violation(conditions: str) -> Exception:
 
 
 def _for_export(err: MissingRuleError) -> MissingRuleError:
-    """The same error, with advice that fits export (no eager islands, no strict=False)."""
+    """Return the same error, with advice that fits export (no eager islands, no strict=False)."""
     return MissingRuleError(err.op, where=err.where, detail=err.detail, advice=_EXPORT_ADVICE)
 
 
@@ -303,7 +398,8 @@ class _RealState:
 
     Complex state is copied into its own ``(..., 2)`` tensors (the exported program must not
     write through to the original module's complex buffers); real state is shared with the
-    original module, as torch.export shares it."""
+    original module, as torch.export shares it.
+    """
 
     def __init__(self, ep: ExportedProgram, truncate_double: bool):
         self.parameters: dict[str, torch.nn.Parameter] = {}
@@ -328,7 +424,7 @@ class _RealState:
 
 
 def _owner(root: torch.nn.Module, fqn: str) -> tuple[torch.nn.Module, str]:
-    """The submodule that holds ``fqn`` (created as an empty module where missing)."""
+    """Return the submodule that holds ``fqn`` (created as an empty module where missing)."""
     *path, name = fqn.split(".")
     module = root
     for part in path:
@@ -344,7 +440,8 @@ class _Wiring:
     Inputs follow the complex program's placeholders: a user input (by its flat position in
     ``(args, kwargs)``) or a named parameter/buffer/constant. Outputs: the program's outputs
     (user outputs, and mutations torch.export already made functional), then the new values
-    of the inputs that decompose found written in place."""
+    of the inputs that decompose found written in place.
+    """
 
     def __init__(self, ep: ExportedProgram, mutated_placeholders: Sequence[int]):
         specs = list(ep.graph_signature.input_specs)
@@ -375,9 +472,12 @@ class _Wiring:
 
 
 class _RealProgram(torch.nn.Module):
-    """The decomposed graph as a module: real state under the original names, the user's
-    inputs in their original structure, in-place writes applied to buffers and inputs (where
-    the second torch.export records them as mutations)."""
+    """The decomposed graph as a module.
+
+    It holds the real state under the original names, takes the user's inputs in their
+    original structure, and applies in-place writes to buffers and inputs (where the second
+    torch.export records them as mutations).
+    """
 
     def __init__(self, real_gm: fx.GraphModule, wiring: _Wiring, state: _RealState,
                  signature: inspect.Signature | None):
@@ -432,9 +532,12 @@ class _RealProgram(torch.nn.Module):
 
 
 def _eager_layouts(signature: Boundary, wiring: _Wiring) -> dict[str, Any]:
-    """Per user output of the program, for :class:`ComplexCallAdapter`: how to take it from
-    its flat input where eager's is a view of a user input, and eager's strides (decompose's
-    ``Boundary.output_views`` and ``output_strides``, which follow the graph's outputs)."""
+    """Return eager's layout of each user output of the program, for :class:`ComplexCallAdapter`.
+
+    Per user output: how to take it from its flat input where eager's is a view of a user
+    input, and eager's strides (decompose's ``Boundary.output_views`` and ``output_strides``,
+    which follow the graph's outputs).
+    """
     views: list[OutputView | None] = []
     strides = []
     for spec, view, stride in zip(wiring.outputs, signature.output_views, signature.output_strides):
@@ -457,7 +560,7 @@ def _forward_signature(module: torch.nn.Module) -> inspect.Signature | None:
 
 
 def _output_dtypes(ep: ExportedProgram) -> tuple[torch.dtype | None, ...]:
-    """The complex dtype of each user output of the complex program (None where real)."""
+    """Return the complex dtype of each user output of the complex program (None where real)."""
     dtypes = []
     for spec, node in zip(ep.graph_signature.output_specs, ep.graph.output_node().args[0]):
         if spec.kind is OutputKind.USER_OUTPUT:
@@ -468,11 +571,14 @@ def _output_dtypes(ep: ExportedProgram) -> tuple[torch.dtype | None, ...]:
 
 def _export_real(wrapper: torch.nn.Module, placeholders: list[fx.Node], ep: ExportedProgram, real_args,
                  real_kwargs) -> ExportedProgram:
-    """The real program exported with the complex program's dynamic sizes: as named Dims with
-    their ranges, or, where the complex program also holds conditions a range cannot state (a
-    view's ``n != 25``, which torch.export keeps as a run-time check of its own), as
-    ``Dim.DYNAMIC`` hints with those ranges. Any condition of realify's own was refused before
-    (:class:`_SizeGuards`), so either way the real program is dynamic where the complex one is."""
+    """Export the real program with the complex program's dynamic sizes.
+
+    The sizes are named Dims with their ranges, or, where the complex program also holds
+    conditions a range cannot state (a view's ``n != 25``, which torch.export keeps as a
+    run-time check of its own), ``Dim.DYNAMIC`` hints with those ranges. Any condition of
+    realify's own was refused before (:class:`~realify.engine.size_conditions.SizeConditions`),
+    so either way the real program is dynamic where the complex one is.
+    """
     from torch._dynamo.exc import UserError
 
     shapes = _real_dynamic_shapes(placeholders, ep, real_args, real_kwargs)
@@ -487,9 +593,11 @@ def _export_real(wrapper: torch.nn.Module, placeholders: list[fx.Node], ep: Expo
 
 def _real_dynamic_shapes(placeholders: list[fx.Node], ep: ExportedProgram, real_args, real_kwargs,
                          hints: bool = False) -> Any:
-    """The dynamic shapes of the real program: each symbolic size of the complex program's
-    user inputs becomes a Dim with the same name and range (``Dim.DYNAMIC`` with that range
-    where ``hints``); the trailing 2 stays static."""
+    """Return the dynamic shapes of the real program.
+
+    Each symbolic size of the complex program's user inputs becomes a Dim with the same name
+    and range (``Dim.DYNAMIC`` with that range where ``hints``); the trailing 2 stays static.
+    """
     user_nodes = [n for n, s in zip(placeholders, ep.graph_signature.input_specs) if s.kind is InputKind.USER_INPUT]
     if not any(isinstance(d, torch.SymInt) for n in user_nodes for d in _shape(n.meta.get("val"))):
         return None

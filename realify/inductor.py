@@ -1,5 +1,7 @@
-"""How the compile backend runs Inductor: ``compile_fx`` with realify's graph passes, config
-changes, decomposition table, lowerings and code-generation changes. Every change applies to
+"""How the compile backend runs Inductor.
+
+It runs ``compile_fx`` with realify's graph passes, config changes, decomposition table,
+lowerings and code-generation changes. Every change applies to
 realify's compiles only (config patches and context managers around ``compile_fx_inner``);
 what other ``torch.compile`` calls in the process can see are the lowerings registered for ops
 only realify's graphs hold undecomposed (:func:`_register_lowerings`). All hold on every
@@ -71,10 +73,12 @@ aten = torch.ops.aten
 
 
 class PassSequence(CustomGraphPass):
-    """Several graph passes, run in order, as one value of Inductor's pass settings (which take
-    a single pass on some torch builds, a list on others). ``setting`` is the value already
-    there (None, a pass, a list or another sequence); ``passes`` run after it. Cacheable when
-    every pass is: its uuid is theirs, in order."""
+    """Several graph passes, run in order, as one value of Inductor's pass settings.
+
+    Inductor's pass settings take a single pass on some torch builds, a list on others.
+    ``setting`` is the value already there (None, a pass, a list or another sequence);
+    ``passes`` run after it. Cacheable when every pass is: its uuid is theirs, in order.
+    """
 
     passes: tuple[Any, ...]
 
@@ -84,10 +88,12 @@ class PassSequence(CustomGraphPass):
         self.passes = (*before, *passes)
 
     def __call__(self, graph: fx.Graph) -> None:
+        """Run each pass on ``graph``, in order."""
         for graph_pass in self.passes:
             graph_pass(graph)
 
     def uuid(self) -> Any:
+        """Return the passes' uuids in order, or None (not cacheable) where one pass has none."""
         ids = tuple(p.uuid() if isinstance(p, CustomGraphPass) else None for p in self.passes)
         return None if None in ids else ids
 
@@ -95,14 +101,25 @@ class PassSequence(CustomGraphPass):
 class AccurateExpm1(CustomGraphPass):
     """Vectorized CPU ``expm1`` without cancellation near 0.
 
-    Inductor's vectorized C++ writes ``expm1(x)`` as ``x.exp() - 1`` (for speed), which
+    A graph pass for Inductor's post-grad pass settings that leaves the graph as it is and
+    keys Inductor's caches; the change itself is in code generation, made while realify's
+    graphs compile (and inside :func:`accurate_expm1`). It takes no arguments.
+
+    Inductor's vectorized C++ has written ``expm1(x)`` as ``x.exp() - 1`` (for speed), which
     cancels near 0: ``expm1(1e-8)`` came out 0 in float32, and compiled, ``sin(0.5 + 1e-8i)``
     had imaginary part 0 instead of ``8.8e-9`` (complex ``sin``, ``cos``, ``sinh``, ``cosh``
     and ``expm1`` need expm1 for their small parts). While realify's graphs are generated
     (:func:`_realify_codegen`), Inductor writes ``x.expm1()`` instead: ATen's vector expm1
     (Sleef's, within 1 ulp, the function eager's own vectorized ``torch.expm1`` calls), for
-    every dtype and vector width. Scalar code already calls ``std::expm1``.
+    every dtype and vector width. Scalar code already calls ``std::expm1``. Where a torch
+    release's Inductor writes that call itself, the change keeps it.
 
+    See Also
+    --------
+    accurate_expm1 : the same code generation for programs Inductor compiles outside the backend.
+
+    Notes
+    -----
     The change is in code generation, not in the graph, so this pass leaves the graph as it
     is: it is listed among the post-grad passes because its :meth:`uuid` is part of
     Inductor's FX graph cache key, so that a real graph compiled by plain Inductor
@@ -111,12 +128,29 @@ class AccurateExpm1(CustomGraphPass):
     Writing Taylor's series (realify/runtime/expm1.py) into the kernel as Inductor IR instead is as
     accurate and runs a little faster, but its ops are inlined into every consumer during code
     generation, which more than doubles compile time (docs/benchmarks.md, "Measurements behind design choices").
+
+    Examples
+    --------
+    >>> import torch
+    >>> from realify.inductor import AccurateExpm1
+    >>> graph_pass = AccurateExpm1()
+    >>> graph_pass.uuid()
+    'realify.AccurateExpm1.v4: Vectorized::expm1'
+    >>> def small_parts(x):
+    ...     return torch.expm1(x)
+    >>> graph = torch.fx.symbolic_trace(small_parts).graph
+    >>> before = str(graph)
+    >>> graph_pass(graph)
+    >>> str(graph) == before
+    True
     """
 
     def __call__(self, graph: fx.Graph) -> None:
+        """Leave ``graph`` as it is: the pass only keys Inductor's caches."""
         pass
 
     def uuid(self) -> Any:
+        """Return the key this pass adds to Inductor's FX graph cache (a new version on each change)."""
         return "realify.AccurateExpm1.v4: Vectorized::expm1"
 
 
@@ -132,8 +166,11 @@ _vector_expm1.__name__ = "expm1"
 
 @contextlib.contextmanager
 def _accurate_vector_expm1() -> Iterator[None]:
-    """Inductor's C++ vector code calls ``Vectorized::expm1`` while in this context (in this
-    process: Inductor's experimental out-of-process code generation does not see it)."""
+    """Make Inductor's C++ vector code call ``Vectorized::expm1`` while in this context.
+
+    This holds in this process only: Inductor's experimental out-of-process code generation
+    does not see it (a warning says so).
+    """
     from torch._inductor import compile_fx
     from torch._inductor.codegen.cpp import CppVecOverrides
 
@@ -151,24 +188,67 @@ def _accurate_vector_expm1() -> Iterator[None]:
 
 @contextlib.contextmanager
 def accurate_expm1() -> Iterator[None]:
-    """Accurate vectorized ``expm1`` for programs Inductor compiles *outside* realify's backend.
+    """Give programs Inductor compiles *outside* realify's backend an accurate vectorized ``expm1``.
 
     realify's backend does this by itself. A real-only program from :func:`realify.export`
-    compiled by plain Inductor or AOTInductor gets Inductor's ``exp(x) - 1`` instead, and
-    loses the small parts of complex ``sin``, ``cos``, ``sinh``, ``cosh`` and ``expm1`` near
-    0 (``sin(0.5 + 1e-8i)`` compiles to imaginary part 0 there, for ``8.8e-9``). Compile
-    inside this context to get ATen's vector ``expm1`` (:class:`AccurateExpm1`)::
+    compiled by plain Inductor or AOTInductor gets Inductor's own vectorized ``expm1`` instead,
+    which some torch releases write as ``exp(x) - 1``: there it loses the small parts of complex
+    ``sin``, ``cos``, ``sinh``, ``cosh`` and ``expm1`` near 0 (``sin(0.5 + 1e-8i)`` compiles to
+    imaginary part 0, for ``8.8e-9``). Compiled inside this context, the code calls ATen's
+    vector ``expm1`` (:class:`AccurateExpm1`), the function eager's own ``torch.expm1`` calls.
 
-        from realify.inductor import accurate_expm1
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        A context manager (``with accurate_expm1():``, binding nothing) that holds the change
+        while it is open.
+
+    Raises
+    ------
+    None
+        Whatever the compiles inside it raise passes through; the change is undone on the way out.
+
+    Warns
+    -----
+    UserWarning
+        Where Inductor generates code out of process (``TORCHINDUCTOR_FX_COMPILE_MODE`` set),
+        which the change does not reach.
+
+    See Also
+    --------
+    AccurateExpm1 : the graph pass that keys the kernels compiled in the context.
+
+    Notes
+    -----
+    The code is generated while the context is open: ``torch.compile`` compiles on the first
+    call, so make that call inside it; AOTInductor compiles in
+    ``torch._inductor.aoti_compile_and_package``, which goes inside it::
 
         with accurate_expm1():
             path = torch._inductor.aoti_compile_and_package(ep)
 
-    The code is generated while the context is open: ``torch.compile`` compiles on the first
-    call, so make that call inside it. The context also adds :class:`AccurateExpm1` to
-    Inductor's post-grad passes (after any already set), so that the kernels it compiles are
-    cached apart from plain Inductor's. Everything Inductor compiles in this process while
-    the context is open is affected.
+    The context also
+    adds :class:`AccurateExpm1` to Inductor's post-grad passes (after any already set), so that
+    the kernels it compiles are cached apart from plain Inductor's. Everything Inductor
+    compiles in this process while the context is open is affected.
+
+    Examples
+    --------
+    This example runs Inductor (a C++ compile of a few seconds), as ``torch.compile``'s default
+    backend, not realify's:
+
+    >>> import torch
+    >>> from realify.inductor import accurate_expm1
+    >>> def small_growth(x):
+    ...     return torch.expm1(x)
+    >>> compiled = torch.compile(small_growth)
+    >>> x = torch.full((64,), 1e-8)
+    >>> with accurate_expm1():
+    ...     y = compiled(x)  # the first call compiles, inside the context
+    >>> torch.equal(y, torch.expm1(x))
+    True
+    >>> bool((y > 0).all())
+    True
     """
     from torch._inductor import config as inductor_config
 
@@ -194,9 +274,11 @@ KEEP_SIGNED_ZEROS = {"joint_graph_constant_folding": False}
 
 
 def reads_pairs_fast(config_patches: dict[str, Any]) -> bool:
-    """Whether Inductor, with these ``inner_options``, runs kernels that read interleaved
-    (re, im) pairs vectorized: the backend then lets every complex input enter as its own
-    pairs, a free view (realify/backend.py), instead of splitting it into planes."""
+    """Tell whether Inductor, with these ``inner_options``, runs kernels that read (re, im) pairs vectorized.
+
+    The backend then lets every complex input enter as its own pairs, a free view
+    (realify/backend.py), instead of splitting it into planes.
+    """
     return all(config_patches.get(key, value) == value for key, value in VECTORIZE_PAIRS.items())
 
 
@@ -208,7 +290,9 @@ KEEP_AS_ATEN = (torch.ops.aten.unfold_backward.default,)
 
 
 def _register_lowerings() -> None:
-    """Give each op of :data:`KEEP_AS_ATEN` Inductor's ATen-fallback lowering, explicitly, and
+    """Register the lowerings Inductor needs for the ops realify's graphs hold undecomposed.
+
+    Each op of :data:`KEEP_AS_ATEN` gets Inductor's ATen-fallback lowering, explicitly;
     ``realify::fusion_barrier`` its lowering (a stored buffer), ``realify::snapshot`` Inductor's
     clone.
 
@@ -219,7 +303,8 @@ def _register_lowerings() -> None:
     their decomposition tables still decompose these ops before Inductor lowers anything.
     Inputs are made contiguous, the layout Inductor's implicit fallback asks of ATen ops in
     a backward graph; the values reaching these ops come out of Inductor's own kernels,
-    contiguous already."""
+    contiguous already.
+    """
     from torch._inductor import lowering
 
     for op in KEEP_AS_ATEN:
@@ -244,9 +329,12 @@ def _stored(x: Any) -> Any:
 
 
 def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
-    """Inductor's ``compile_fx`` for realify's real graphs, forward and backward alike:
-    realify's post-grad and joint-graph passes after any the caller set, :data:`VECTORIZE_PAIRS` unless the
-    caller set it, and Inductor's decompositions less :data:`KEEP_AS_ATEN`."""
+    """Return Inductor's ``compile_fx`` for realify's real graphs, forward and backward alike.
+
+    It runs realify's post-grad and joint-graph passes after any the caller set,
+    :data:`VECTORIZE_PAIRS` unless the caller set it, and Inductor's decompositions less
+    :data:`KEEP_AS_ATEN`.
+    """
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     _register_lowerings()
     patches = {**VECTORIZE_PAIRS, **KEEP_SIGNED_ZEROS, **config_patches,
@@ -267,9 +355,12 @@ def inductor_compiler(config_patches: dict[str, Any]) -> Callable:
 
 
 def realify_decomposition_table() -> dict[Any, Callable]:
-    """Inductor's decomposition table as realify's graphs need it: less :data:`KEEP_AS_ATEN`,
-    plus the kernels of ``realify::pointwise`` and 1x1 convolutions on CPU as batched matrix
-    products (realify/passes/pointwise_conv.py)."""
+    """Return Inductor's decomposition table as realify's graphs need it.
+
+    That is Inductor's table less :data:`KEEP_AS_ATEN`, plus the kernels of
+    ``realify::pointwise`` and 1x1 convolutions on CPU as batched matrix products
+    (realify/passes/pointwise_conv.py).
+    """
     from torch._inductor.decomposition import select_decomp_table
 
     from .rules._derivative import decompositions as pointwise_decompositions
@@ -283,12 +374,15 @@ def realify_decomposition_table() -> dict[Any, Callable]:
 
 @contextlib.contextmanager
 def _decompositions_for_realify() -> Iterator[None]:
-    """While one realify graph compiles, Inductor reads its decompositions from
-    :func:`realify_decomposition_table`. Not passed as ``compile_fx(decompositions=...)``: a
-    table passed in is pickled into the FX graph cache's key, which cannot pickle most of its
-    functions, so every realify graph bypassed Inductor's and AOTAutograd's on-disk caches;
-    the function itself pickles by name (its effect on the key: :class:`RealifyDecompositions`).
-    compile_fx hands the function on to the code generation of a backward compiled later."""
+    """Make Inductor read its decompositions from :func:`realify_decomposition_table`.
+
+    The context is open while one realify graph compiles. The table is not passed as
+    ``compile_fx(decompositions=...)``: a table passed in is pickled into the FX graph cache's
+    key, which cannot pickle most of its functions, so every realify graph bypassed Inductor's
+    and AOTAutograd's on-disk caches; the function itself pickles by name (its effect on the
+    key: :class:`RealifyDecompositions`). compile_fx hands the function on to the code
+    generation of a backward compiled later.
+    """
     import torch._inductor.compile_fx as compile_fx_module
 
     with unittest.mock.patch.object(compile_fx_module, "select_decomp_table", realify_decomposition_table):
@@ -296,14 +390,18 @@ def _decompositions_for_realify() -> Iterator[None]:
 
 
 class RealifyDecompositions(CustomGraphPass):
-    """No rewrite: its :meth:`uuid` puts realify's code into Inductor's and AOTAutograd's cache
-    keys, which see the graphs and the name of the decomposition table's function but not
-    what realify's decompositions and rules make of a graph."""
+    """A graph pass that rewrites nothing: its :meth:`uuid` puts realify's code into cache keys.
+
+    Inductor's and AOTAutograd's cache keys see the graphs and the name of the decomposition
+    table's function but not what realify's decompositions and rules make of a graph.
+    """
 
     def __call__(self, graph: fx.Graph) -> None:
+        """Leave ``graph`` as it is: the pass only keys Inductor's caches."""
         pass
 
     def uuid(self) -> Any:
+        """Return a key that changes with any of realify's source files."""
         return f"realify.code.{_realify_source_hash()}"
 
 
@@ -326,8 +424,10 @@ def _warn_out_of_process(mode: str) -> None:
 
 
 def _realify_codegen(inner_compile: Callable) -> Callable:
-    """Inductor's ``compile_fx_inner`` (which generates and compiles the code of one graph)
-    with three changes that hold while it runs, for realify's graphs only (module docstring):
+    """Wrap Inductor's ``compile_fx_inner`` with three changes that hold while it runs.
+
+    ``compile_fx_inner`` generates and compiles the code of one graph; the changes are for
+    realify's graphs only (module docstring):
 
     - vectorized ``expm1`` by ATen's accurate function (:class:`AccurateExpm1`);
     - no warning that Inductor "does not support code generation for complex operators". It

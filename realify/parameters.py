@@ -32,12 +32,57 @@ class _ComplexView(nn.Module):
 
 
 def complex_parameters_as_real(module: nn.Module) -> nn.Module:
-    """Store every complex parameter of ``module`` (and its submodules) as real ``(..., 2)``
-    pairs; ``module`` is changed in place and returned. Each such parameter ``name`` of a
-    submodule ``m`` is then ``m.parametrizations[name].original0`` (what ``parameters()``
-    yields and the optimizer updates), and ``m.name`` its complex view. Call it before
-    sharding (``fully_shard``), compiling or creating the optimizer. A complex parameter that
-    is already parametrized is refused with the parameter's name."""
+    """Store every complex parameter of ``module`` and its submodules as real ``(..., 2)`` pairs.
+
+    ``module`` is changed in place and returned. Each complex parameter ``name`` of a submodule
+    ``m`` is then ``m.parametrizations[name].original0`` (the real pairs, what ``parameters()``
+    yields and the optimizer updates), and ``m.name`` its complex view, which forward reads.
+    Call it before sharding (``fully_shard``), compiling or creating the optimizer. Real
+    parameters are left as they are.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The module whose complex parameters to store as pairs.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``module`` itself, its complex parameters now real pairs.
+
+    Raises
+    ------
+    ValueError
+        A complex parameter is already parametrized (the message names it): store it as real
+        pairs inside its own parametrization instead.
+
+    See Also
+    --------
+    torch.nn.utils.parametrize.register_parametrization : the mechanism used.
+
+    Notes
+    -----
+    The pairs hold the same numbers as the complex values (``torch.view_as_real``), so the
+    module computes exactly what it computed before, and element-wise optimizers (SGD, Adam,
+    AdamW, ...) make the same update on the pairs as on the complex values.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import realify
+    >>> layer = torch.nn.Linear(3, 2, dtype=torch.complex64)
+    >>> z = torch.tensor([[1 + 2j, 3 - 1j, 0.5j]])
+    >>> before = layer(z)
+    >>> realify.complex_parameters_as_real(layer) is layer
+    True
+    >>> [(name, p.dtype, tuple(p.shape)) for name, p in layer.named_parameters()]
+    [('parametrizations.weight.original0', torch.float32, (2, 3, 2)),
+     ('parametrizations.bias.original0', torch.float32, (2, 2))]
+    >>> layer.weight.dtype
+    torch.complex64
+    >>> torch.equal(layer(z), before)
+    True
+    """
     for owner_name, owner in list(module.named_modules()):
         if isinstance(owner, parametrize.ParametrizationList):
             if any(p.is_complex() for p in owner.parameters(recurse=False)):

@@ -1,6 +1,9 @@
-"""The description of a program made by :func:`realify.export` that travels inside it: which
-inputs and outputs are complex, as versioned JSON that ``torch.export.save``/``load`` and
-AOTInductor packages keep, so a saved program stays callable with complex tensors."""
+"""The description of a program made by :func:`realify.export` that travels inside it.
+
+It says which inputs and outputs are complex, as versioned JSON that
+``torch.export.save``/``load`` and AOTInductor packages keep, so a saved program stays callable
+with complex tensors.
+"""
 
 from __future__ import annotations
 
@@ -29,9 +32,11 @@ DESCRIPTION_VERSION = 1
 
 
 def describe(signature: Boundary) -> str:
-    """``signature`` as the versioned JSON text that travels with an exported program; every
-    field of :class:`~realify.Boundary` but ``out_spec``, which the program's own call spec
-    holds (a loaded program and an AOTInductor model have it)."""
+    """Write ``signature`` as the versioned JSON text that travels with an exported program.
+
+    Every field of :class:`~realify.Boundary` is written but ``out_spec``, which the program's
+    own call spec holds (a loaded program and an AOTInductor model have it).
+    """
     from . import __version__
 
     def dtype(d: torch.dtype | None) -> str | None:
@@ -65,9 +70,11 @@ def describe(signature: Boundary) -> str:
 
 
 def read_description(text: str, out_spec: Any = None, where: str = "this program") -> Boundary:
-    """The :class:`~realify.Boundary` that :func:`describe` wrote as ``text`` (``out_spec``: the
-    program's own). Raise :class:`~realify.RealifyError` for text of another format or version,
-    naming both versions and what to do."""
+    """Read back the :class:`~realify.Boundary` that :func:`describe` wrote as ``text``.
+
+    ``out_spec`` is the program's own. Raise :class:`~realify.RealifyError` for text of another
+    format or version, naming both versions and what to do.
+    """
     from . import __version__
 
     try:
@@ -129,8 +136,11 @@ def read_description(text: str, out_spec: Any = None, where: str = "this program
 
 
 def carried_signature(ep: ExportedProgram, out_spec: Any) -> Boundary:
-    """The boundary an ExportedProgram carries: the Boundary :func:`export` left on its graph
-    module in this process, else the description it saved with it."""
+    """Return the boundary an ExportedProgram carries.
+
+    That is the Boundary :func:`export` left on its graph module in this process, else the
+    description it saved with it.
+    """
     meta = ep.graph_module.meta
     if isinstance(meta.get(SIGNATURE_KEY), Boundary):
         return meta[SIGNATURE_KEY]
@@ -163,8 +173,10 @@ def is_aoti_model(program: Any) -> bool:
 
 
 def archive_holds_aoti(f: Any) -> bool:
-    """Whether the ``.pt2`` archive ``f`` holds an AOTInductor model (files under
-    ``data/aotinductor/``); otherwise it is loaded as torch.export.save's file."""
+    """Whether the ``.pt2`` archive ``f`` holds an AOTInductor model (files under ``data/aotinductor/``).
+
+    Otherwise it is loaded as torch.export.save's file.
+    """
     position = f.tell() if hasattr(f, "tell") else None
     try:
         with zipfile.ZipFile(f) as archive:
@@ -185,15 +197,11 @@ def archive_holds_aoti(f: Any) -> bool:
 
 def aoti_compile_and_package(ep: ExportedProgram, package_path: str | os.PathLike | IO[bytes] | None = None, *,
                              inductor_configs: dict[str, Any] | None = None) -> Any:
-    """``torch._inductor.aoti_compile_and_package`` for a program made by :func:`export`, with the
-    program's realify description in the package's metadata, so that the loaded model can be
-    called with complex tensors.
+    """Compile a program made by :func:`export` into an AOTInductor package that keeps its description.
 
-    AOTInductor compiles the program's graph, not its metadata: a package that
-    ``torch._inductor.aoti_compile_and_package`` made itself does not say which inputs and
-    outputs are complex pairs. This one adds the description to ``aot_inductor.metadata``
-    (key ``"realify.boundary"``, with any metadata of the caller's), where
-    ``torch._inductor.aoti_load_package(path).get_metadata()`` reads it back.
+    This is ``torch._inductor.aoti_compile_and_package`` with the program's realify description
+    added to the package's metadata, so that the loaded model can be called with complex
+    tensors (:class:`ComplexCallAdapter`).
 
     Parameters
     ----------
@@ -217,12 +225,35 @@ def aoti_compile_and_package(ep: ExportedProgram, package_path: str | os.PathLik
     RealifyError
         ``ep`` carries no realify description it can read (see :class:`ComplexCallAdapter`).
 
+    Notes
+    -----
+    AOTInductor compiles the program's graph, not its metadata: a package that
+    ``torch._inductor.aoti_compile_and_package`` made itself does not say which inputs and
+    outputs are complex pairs. This one adds the description to ``aot_inductor.metadata``
+    (key ``"realify.boundary"``, with any metadata of the caller's), where
+    ``torch._inductor.aoti_load_package(path).get_metadata()`` reads it back.
+
     Examples
     --------
-    >>> ep = realify.export(model, (z,))
-    >>> realify.aoti_compile_and_package(ep, package_path="model.pt2")
-    >>> y = realify.ComplexCallAdapter(torch._inductor.aoti_load_package("model.pt2"))(z)
-    >>> y = realify.ComplexCallAdapter.load("model.pt2")(z)                  # the same
+    >>> import os
+    >>> import tempfile
+    >>> import torch
+    >>> import realify
+    >>> def f(z):
+    ...     return z * z.conj() + z
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> ep = realify.export(f, (z,))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "f.pt2")
+    ...     written = realify.aoti_compile_and_package(ep, package_path=path)  # a C++ build: about 30 s
+    ...     model = torch._inductor.aoti_load_package(written)
+    ...     same = realify.ComplexCallAdapter.load(path)       # the same model, opened by the adapter
+    >>> "realify.boundary" in model.get_metadata()
+    True
+    >>> realify.ComplexCallAdapter(model)(z)
+    tensor([ 6.+2.j, 13.-1.j])
+    >>> same(z)
+    tensor([ 6.+2.j, 13.-1.j])
     """
     import torch._inductor
 

@@ -107,7 +107,8 @@ def returns_none(function) -> bool:
 
 
 def is_function(obj) -> bool:
-    return isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)) or hasattr(obj, "cache_info")
+    routines = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+    return isinstance(obj, routines) or hasattr(obj, "cache_info")
 
 
 def is_exception(obj) -> bool:

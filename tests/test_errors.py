@@ -271,6 +271,15 @@ def test_complex_tensor_of_integer_or_mixed_parts_says_what_to_cast():
         realify.ComplexTensor(1.0, torch.randn(3))
 
 
+@pytest.mark.parametrize("shape", [(), (4, 3), (4, 1), (2, 0)])
+def test_complex_tensor_from_pairs_names_a_last_dim_other_than_two(shape):
+    expected = rf"\(\.\.\., 2\) tensor of \(re, im\) pairs, got shape {re.escape(str(shape))}"
+    with pytest.raises(ValueError, match=expected):
+        realify.ComplexTensor.from_pairs(torch.zeros(shape))
+    pairs = torch.tensor([[1.0, -0.0], [float("inf"), 2.0]])
+    assert torch.equal(torch.view_as_real(realify.ComplexTensor.from_pairs(pairs).to_complex()), pairs)
+
+
 # ---- realify.compile's arguments, checked when it is called ------------------------------------
 
 

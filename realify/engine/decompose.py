@@ -62,7 +62,7 @@ def decompose(
     *,
     inputs: Layout | Sequence[Layout] = "complex",
     outputs: Layout = "complex",
-    on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None], Any] | None = None,
+    on_missing: Callable[[OpOverload, tuple, dict, fx.Node | None, str], Any] | None = None,
     fusion_barriers: bool = False,
     eager_outputs: bool = False,
     pair_products: bool = False,
@@ -75,60 +75,131 @@ def decompose(
 ) -> fx.GraphModule:
     """Return a GraphModule equivalent to ``program`` with no complex dtype inside.
 
-    ``program`` is a GraphModule or any traceable callable; ``example_inputs`` are real or
-    fake tensors (and Python scalars) it is called with. With the default ``"complex"``
-    layouts the result takes and returns the same values as ``program``; complex values
-    exist only at its edges. The result's ``realify_signature`` (:class:`~realify.runtime.boundary.Boundary`) says
-    which inputs/outputs are complex and which inputs the program mutated (their new values
-    follow the user outputs; with ``"complex"`` layouts they are written back in the graph).
-    ``inputs`` may also give one layout per input ("planar" for some, "interleaved" for
-    others; "complex" only for all of them).
+    With the default ``"complex"`` layouts the result takes and returns the same values as
+    ``program``, and complex values exist only at its edges; with ``"interleaved"`` or
+    ``"planar"`` layouts they cross the edges as real pairs, and where inputs and outputs both
+    do, the graph is real-only throughout. The result's ``realify_signature``
+    (:class:`~realify.runtime.boundary.Boundary`) says which inputs and outputs are complex and
+    which inputs the program mutated (their new values follow the user outputs; with
+    ``"complex"`` layouts they are written back in the graph). The result returns its outputs
+    as a flat list.
 
-    ``on_missing(op, args, kwargs, node, detail)`` may handle a complex op without a rule (the
-    compile backend turns it into an eager island); by default a
-    :class:`~realify.errors.MissingRuleError` names the op and its source line.
+    Parameters
+    ----------
+    program : callable or torch.fx.GraphModule
+        A GraphModule (from dynamo or torch.export, say) or any traceable callable.
+    example_inputs : sequence
+        Real or fake tensors (and Python scalars) ``program`` is called with; the graph is
+        specialized to their shapes, unless they are fake tensors with symbolic shapes.
+    inputs : {"complex", "interleaved", "planar"} or sequence of them, default "complex"
+        How complex inputs cross the graph's edge (realify/runtime/boundary.py): as complex
+        tensors, as real ``(..., 2)`` pairs (``torch.view_as_real``), or as real ``(2, ...)``
+        planes. A sequence gives one layout per input ("planar" for some, "interleaved" for
+        others; "complex" only for all of them).
+    outputs : {"complex", "interleaved", "planar"}, default "complex"
+        How complex outputs cross the graph's edge.
+    on_missing : callable, optional
+        ``on_missing(op, args, kwargs, node, detail)`` may handle a complex op without a rule,
+        its result standing for the op's (the compile backend turns it into an eager island);
+        by default a :class:`~realify.MissingRuleError` names the op and its source line.
+    fusion_barriers : bool, default False
+        Keep the ``realify::fusion_barrier`` ops that mark each step of a log-depth scan (for
+        Inductor, which stores their values rather than inlining them; realify/runtime/ops.py);
+        by default the result holds standard ops only.
+    eager_outputs : bool, default False
+        Give the outputs eager's memory layout, as far as ``program``'s graph metadata tells it
+        (a GraphModule from dynamo or torch.export; by default, and for other programs, outputs
+        are laid out as computed, complex ones contiguous): an output that is a view of an input
+        is left to the caller, who takes it from that input at each call (``None`` in the
+        graph's outputs; ``Boundary.output_views``), and every other user output has eager's
+        strides (for an ``"interleaved"`` complex output, ``(2 s..., 1)`` for eager's ``s``),
+        which the graph writes directly.
+    pair_products : bool, default False
+        Also run products with a complex value that sits in memory as (re, im) pairs on the
+        pairs (``realify::cmul_pairs``, what the compile backend does). Such values stay pairs
+        through views and where they are put back together either way
+        (realify/passes/layout.py).
+    gemm_multiplications : {3, 4}, optional
+        The real products of a complex matrix product or convolution: 3 with Gauss's form
+        (realify/passes/gauss.py) or the textbook 4; by default
+        ``realify.config.gemm_multiplications``.
+    complex_autocast : bool, optional
+        Complex products traced where ``torch.autocast`` is on run their real products on
+        autocast's dtype, always in the four-product form (realify/passes/autocast.py); by
+        default ``realify.config.complex_autocast``.
+    on_complex_op : callable, optional
+        ``on_complex_op(op, node)`` observes each complex op of the functional graph as it is
+        planarized (:func:`realify.explain` lists them).
+    cpu_vector_bytes : int, optional
+        Products along a dim (``prod``) multiply in the order of eager's CPU kernel on vectors
+        of that many bytes (the compile backend passes its CPU's,
+        ``realify.backend.host_cpu_vector_bytes()``); by default in the device-neutral order,
+        whose special values may differ from a device's own (docs/numerics.md, "Reductions").
+    decompositions : dict, optional
+        Op -> function: replaces the nodes of a GraphModule ``program`` that call those ops,
+        before the trace reaches their device's kernels (``realify.export`` passes
+        :data:`RECURRENT_FORMS`).
+    check_inputs : bool, default True
+        Where complex inputs cross as real pairs ("interleaved" or "planar"), the result names
+        an input passed as a complex tensor, or as a real one of the wrong shape, before its
+        real ops fail on it (:class:`PairsCheck`, which raises :class:`~realify.RealifyError`).
+        The compile backend turns it off: its runtime makes the pairs itself, and a hook on the
+        graph would change AOTAutograd's cache key at every compile.
 
-    ``fusion_barriers=True`` keeps the ``realify::fusion_barrier`` ops that mark each step of
-    a log-depth scan (for Inductor, which stores their values rather than inlining them;
-    realify/runtime/ops.py); by default the result holds standard ops only.
+    Returns
+    -------
+    torch.fx.GraphModule
+        The real graph, with its calling convention in ``realify_signature``.
 
-    ``eager_outputs=True`` gives the outputs eager's memory layout, as far as ``program``'s
-    graph metadata tells it (a GraphModule from dynamo or torch.export; by default, and for
-    other programs, outputs are laid out as computed, complex ones contiguous): an output
-    that is a view of an input is left to the caller, who takes it from that input at each
-    call (``None`` in the graph's outputs; ``Boundary.output_views``), and every other
-    user output has eager's strides (for an ``"interleaved"`` complex output, ``(2 s..., 1)``
-    for eager's ``s``), which the graph writes directly.
+    Raises
+    ------
+    ValueError
+        ``gemm_multiplications`` (or the option it defaults to) is not 3 or 4, or ``inputs``
+        gives a number of layouts other than the number of inputs, or mixes "complex" with
+        other layouts.
+    realify.MissingRuleError
+        A complex op has no rule and no ``on_missing`` handles it; the message names the op
+        and the program's line that called it.
+    realify.InputMetadataChangeError
+        The program changes the shape or strides of an input in place (``z.t_()``).
+    realify.ComplexLeakError
+        A complex value remains inside the real graph (a rule's fault, not the caller's).
 
-    Complex values that sit in memory as (re, im) pairs stay pairs through views and where
-    they are put back together (realify/passes/layout.py); ``pair_products=True`` also runs products
-    with such a value on the pairs (``realify::cmul_pairs``, what the compile backend does).
+    See Also
+    --------
+    realify.compile : the compile backend, which decomposes each graph dynamo captures.
+    realify.explain : which complex ops a program holds, and which have rules.
 
-    ``gemm_multiplications`` (3 or 4; by default ``realify.config.gemm_multiplications``): the
-    real products of a complex matrix product or convolution, 3 with Gauss's form
-    (realify/passes/gauss.py) or the textbook 4.
+    Notes
+    -----
+    Two traces, both under the caller's fake mode: the program is functionalized to aten ops,
+    so that views and in-place ops have exact semantics, then re-run with every complex value
+    held as a :class:`~realify.ComplexTensor`, each complex op through its planar rule, and
+    the real ops that result are traced.
 
-    ``complex_autocast`` (by default ``realify.config.complex_autocast``): complex products
-    traced where ``torch.autocast`` is on run their real products on autocast's dtype, always
-    in the four-product form (realify/passes/autocast.py).
+    Examples
+    --------
+    >>> import torch
+    >>> import realify
+    >>> def energy_plus_one(z):
+    ...     return z * z.conj() + 1
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> gm = realify.decompose(energy_plus_one, [z], inputs="interleaved", outputs="interleaved")
+    >>> any(n.meta["val"].is_complex() for n in gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor))
+    False
+    >>> gm(torch.view_as_real(z))
+    [tensor([[ 6.,  0.],
+            [11.,  0.]])]
 
-    ``cpu_vector_bytes``: products along a dim (``prod``) multiply in the order of eager's CPU
-    kernel on vectors of that many bytes (the compile backend passes its CPU's,
-    ``realify.backend.host_cpu_vector_bytes()``); by default in the device-neutral order,
-    whose special values may differ from a device's own (docs/numerics.md, "Reductions").
+    With the default layouts the graph takes and returns complex tensors; a complex matrix
+    product becomes 3 real ones (4 with ``gemm_multiplications=4``):
 
-    ``on_complex_op(op, node)``, where given, observes each complex op of the functional graph
-    as it is planarized (:func:`realify.explain` lists them).
-
-    ``decompositions`` (op -> function) replace the nodes of a GraphModule ``program`` that call
-    those ops, before the trace reaches their device's kernels (``realify.export`` passes
-    :data:`RECURRENT_FORMS`).
-
-    ``check_inputs`` (by default on): where complex inputs cross as real pairs ("interleaved"
-    or "planar"), the result names an input passed as a complex tensor, or as a real one of
-    the wrong shape, before its real ops fail on it (:class:`PairsCheck`). The compile backend
-    turns it off: its runtime makes the pairs itself, and a hook on the graph would change
-    AOTAutograd's cache key at every compile.
+    >>> a = torch.tensor([[1 + 1j, 2 - 1j], [0.5j, 3 + 0j]])
+    >>> gm = realify.decompose(torch.matmul, [a, a])
+    >>> torch.allclose(gm(a, a)[0], a @ a)
+    True
+    >>> sum(n.target is torch.ops.aten.mm.default for n in gm.graph.nodes)
+    3
     """
     multiplications = config.gemm_multiplications if gemm_multiplications is None else gemm_multiplications
     if multiplications not in (3, 4):
@@ -176,11 +247,13 @@ def _check_calls(gm: fx.GraphModule, signature: Boundary, names: Sequence[str]) 
 
 
 class PairsCheck:
-    """A decomposed graph's forward pre-hook: each complex input that crosses as real pairs
-    (the "interleaved" or "planar" layout) must arrive as pairs. A complex tensor passed there
-    instead would fail inside the graph, on its real ops (``IndexError: Dimension out of
-    range``); this names the input and what to pass. A class, not a closure: a GraphModule's
-    pickle holds its hooks."""
+    """A decomposed graph's forward pre-hook: complex inputs taken as real pairs must arrive as pairs.
+
+    Each complex input that crosses as real pairs (the "interleaved" or "planar" layout) is
+    checked. A complex tensor passed there instead would fail inside the graph, on its real ops
+    (``IndexError: Dimension out of range``); this names the input and what to pass. A class,
+    not a closure: a GraphModule's pickle holds its hooks.
+    """
 
     def __init__(self, signature: Boundary, names: Sequence[str]):
         self.names = list(names)
@@ -189,6 +262,7 @@ class PairsCheck:
                       if dtype is not None and signature.layout_of(i) != "complex"]
 
     def __call__(self, module: fx.GraphModule, args: tuple) -> None:
+        """Raise :class:`~realify.RealifyError` for an input in ``args`` that is not the pairs it should be."""
         for i, dtype, layout, real in self.pairs:
             if i < len(args) and isinstance(args[i], torch.Tensor):
                 problem = _pairs_problem(args[i], layout, dtype, real)
@@ -209,8 +283,10 @@ _PAIRS = {"interleaved": ("(..., 2)", "(re, im) pairs in the last dim", "torch.v
 
 
 def _pairs_problem(x: torch.Tensor, layout: str, dtype: torch.dtype, real: torch.dtype) -> str | None:
-    """What is wrong with ``x`` as the pairs of a ``dtype`` input in ``layout`` (None: nothing),
-    with ``{input}`` and ``{z}`` left for the input's label and name."""
+    """Say what is wrong with ``x`` as the pairs of a ``dtype`` input in ``layout`` (None: nothing).
+
+    ``{input}`` and ``{z}`` are left in the message for the input's label and name.
+    """
     shape, order, make = _PAIRS[layout]
     wanted = (f"takes it as a real {real} tensor of shape {shape}, the {order} of a {dtype} value "
               f"(decompose(..., inputs={layout!r}))")
@@ -244,10 +320,13 @@ RECURRENT_FORMS = {op: _cells(decomposition_table[op])
 
 
 def _fake_mode_of(example_inputs: Sequence[Any]) -> FakeTensorMode:
-    """The fake mode of fake example inputs (symbolic shapes stay symbolic), or of the trace
-    that calls realify (dynamo's, where a graph's only inputs are symbolic sizes, whose
+    """Return the fake mode to trace ``example_inputs`` under.
+
+    That is the fake mode of fake example inputs (symbolic shapes stay symbolic), or of the
+    trace that calls realify (dynamo's, where a graph's only inputs are symbolic sizes, whose
     symbols only that mode's ShapeEnv knows); for real inputs a fresh static one, so that
-    shapes are specialized exactly as the caller's."""
+    shapes are specialized exactly as the caller's.
+    """
     for x in example_inputs:
         if isinstance(x, torch._subclasses.FakeTensor):
             return x.fake_mode
@@ -261,7 +340,7 @@ def _fake_mode_of(example_inputs: Sequence[Any]) -> FakeTensorMode:
 
 
 def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
-    """A fake, grad-free stand-in: the traced graph is pure; autograd differentiates it later."""
+    """Return a fake, grad-free stand-in: the traced graph is pure; autograd differentiates it later."""
     if not isinstance(x, torch.Tensor):
         return x
     if not isinstance(x, torch._subclasses.FakeTensor):
@@ -327,7 +406,7 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
 
 
 def _parameter_names(program: Callable) -> list[str]:
-    """The program's names for its inputs, as far as it tells them (for messages)."""
+    """Return the program's names for its inputs, as far as it tells them (for messages)."""
     if isinstance(program, fx.GraphModule):
         return [n.name for n in program.graph.find_nodes(op="placeholder")]
     try:

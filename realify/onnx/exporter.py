@@ -1,6 +1,9 @@
-"""realify.onnx's entry, :func:`to_onnx`: a complex program through :func:`realify.export`, the
-real-arithmetic forms of its LAPACK calls, the checks of what ONNX cannot run, then
-``torch.onnx.export`` with realify's translation table, and onnxscript's optimizer."""
+"""realify.onnx's entry, :func:`to_onnx`.
+
+A complex program goes through :func:`realify.export`, the real-arithmetic forms of its LAPACK
+calls, the checks of what ONNX cannot run, then ``torch.onnx.export`` with realify's
+translation table, and onnxscript's optimizer.
+"""
 
 from __future__ import annotations
 
@@ -38,17 +41,84 @@ def to_onnx(
 ) -> torch.onnx.ONNXProgram:
     """Export a complex program to ONNX through :func:`realify.export`.
 
-    ``program`` is an ExportedProgram made by :func:`realify.export` (``args`` are then not
-    needed), or a module/function exported first with ``args``, ``kwargs``,
-    ``dynamic_shapes`` and ``truncate_double``. Complex inputs and outputs are real
-    ``(*shape, 2)`` tensors in the ONNX model. The result is ``torch.onnx.export``'s
-    ONNXProgram (``.model_proto``, ``.save(path)``); it is saved to ``path`` when given.
-    Other keyword arguments go to ``torch.onnx.export`` (``opset_version``, ``optimize``, ...).
-    Inputs keep the program's argument names; outputs are named ``output`` (one) or
-    ``output_0``, ``output_1``, ... unless ``output_names`` says otherwise; dynamic dimensions
-    take the names of their ``torch.export.Dim`` (``Dim("seq")`` is ``seq`` in the model).
-    Needs the ``export`` extra (``pip install 'realify[export]'``): without it, an ImportError
-    says so before the program is exported.
+    Complex inputs and outputs are real ``(*shape, 2)`` tensors in the ONNX model, in the
+    ``torch.view_as_real`` layout. Inputs keep the program's argument names; outputs are named
+    ``output`` (one) or ``output_0``, ``output_1``, ... unless ``output_names`` says otherwise;
+    dynamic dimensions take the names of their ``torch.export.Dim`` (``Dim("seq")`` is ``seq``
+    in the model).
+
+    Parameters
+    ----------
+    program : torch.export.ExportedProgram, torch.nn.Module or callable
+        An ExportedProgram made by :func:`realify.export` (``args`` and the export options are
+        then not needed), or a complex module or function, exported first with ``args``,
+        ``kwargs``, ``dynamic_shapes`` and ``truncate_double``.
+    args : sequence, default ()
+        Example positional arguments of a module or function, as for :func:`realify.export`.
+    path : str or os.PathLike, optional
+        Where to save the model (an ``.onnx`` file); not saved when None.
+    kwargs : dict, optional
+        Example keyword arguments of a module or function.
+    dynamic_shapes : optional
+        The dynamic sizes, written for the complex program, as for :func:`realify.export`.
+    truncate_double : bool, default False
+        Carry complex128 values as float32 pairs, as for :func:`realify.export`.
+    custom_translation_table : dict, optional
+        Translations of the caller's own, for ``torch.onnx.export``; they take precedence over
+        realify's (:func:`onnx_translation_table`).
+    **onnx_options
+        Other keyword arguments for ``torch.onnx.export`` (``opset_version``, default 20,
+        ``output_names``, ...). ``optimize`` runs onnxscript's optimizer (True) or not (False);
+        by default it runs on models of up to 2,000 nodes and only folds constants and removes
+        unused nodes in larger ones, where its rewrite rules take time that grows with the
+        square of the node count.
+
+    Returns
+    -------
+    torch.onnx.ONNXProgram
+        ``torch.onnx.export``'s program (``.model_proto``, ``.save(path)``; calling it runs the
+        model in ONNX Runtime).
+
+    Raises
+    ------
+    ImportError
+        The ``export`` extra is missing (``pip install 'realify[export]'``: onnx, onnx_ir,
+        onnxscript, onnxruntime, numpy); raised before the program is exported.
+    NoOnnxFormError
+        The program has an op ONNX cannot run as realify writes it (``torch.linalg.matrix_exp``,
+        ``as_strided`` of a strided view, ...), or an op whose real-arithmetic form for ONNX
+        (an unrolled LU, substitution or factorization) is written for one size, with a
+        dynamic size there.
+    MissingRuleError
+        Exporting the module or function: a complex op has no rule (see :func:`realify.export`).
+    RealifyError
+        Exporting the module or function: what :func:`realify.export` refuses.
+
+    See Also
+    --------
+    realify.export : the real-only program this exports.
+    onnx_translation_table : the translations it passes to ``torch.onnx.export``.
+
+    Examples
+    --------
+    >>> import os
+    >>> import tempfile
+    >>> import torch
+    >>> import realify.onnx
+    >>> def f(z):
+    ...     return z * z.conj() + z
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "f.onnx")
+    ...     onnx_program = realify.onnx.to_onnx(f, (z,), path)
+    ...     os.path.exists(path)
+    True
+    >>> graph = onnx_program.model_proto.graph
+    >>> [x.name for x in graph.input], [y.name for y in graph.output]
+    (['z'], ['output'])
+    >>> onnx_program(torch.view_as_real(z))         # runs in ONNX Runtime, on (re, im) pairs
+    (tensor([[ 6.,  2.],
+            [13., -1.]]),)
     """
     # first: the translations need numpy, onnx_ir and onnxscript (an ImportError naming the extra)
     table = {**onnx_translation_table(), **(custom_translation_table or {})}
@@ -94,8 +164,12 @@ REWRITE_NODE_LIMIT = 2000
 
 
 def _optimize(onnx_program: torch.onnx.ONNXProgram, optimize: bool | None) -> None:
-    """onnxscript's optimizer on the program (``optimize`` True, or None and at most
-    :data:`REWRITE_NODE_LIMIT` nodes); constant folding alone where None and larger."""
+    """Run onnxscript's optimizer on the program.
+
+    All of it where ``optimize`` is True, or None and the model has at most
+    :data:`REWRITE_NODE_LIMIT` nodes; constant folding and dead-node removal alone where None
+    and larger.
+    """
     import onnxscript.optimizer
 
     if optimize is None:

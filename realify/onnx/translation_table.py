@@ -1,5 +1,8 @@
-"""The ``custom_translation_table`` realify.onnx gives ``torch.onnx.export``: realify's FFT ops,
-and the aten ops whose default translations lose what realify's rules rely on."""
+"""The ``custom_translation_table`` realify.onnx gives ``torch.onnx.export``.
+
+It holds realify's FFT ops, and the aten ops whose default translations lose what realify's
+rules rely on.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +12,43 @@ import torch
 
 
 def onnx_translation_table() -> dict[Callable, Callable]:
-    """``custom_translation_table`` entries for realify's custom ops, for ``torch.onnx.export``.
+    """Return the ``custom_translation_table`` entries realify needs, for ``torch.onnx.export``.
 
-    Raises an ImportError naming the ``export`` extra where numpy, onnx_ir or onnxscript is
-    missing."""
+    They translate realify's custom ops (its FFTs on ``(re, im)`` pairs, with ONNX ``DFT``),
+    and replace torch.onnx's translations of the aten ops whose defaults lose what realify's
+    rules rely on: signs of zeros (``copysign``, ``signbit``, ``where``), ``hypot`` without
+    overflow, ``expm1``/``log1p``/``atan2`` without cancellation near 0, istft's overlap-add
+    and a Cholesky factorization, which ONNX lacks. :func:`to_onnx` passes them itself; pass
+    them to ``torch.onnx.export`` to export a program of :func:`realify.export` directly.
+
+    Returns
+    -------
+    dict
+        Op overload (``torch.ops.realify.fft_c2c.default``, ``torch.ops.aten.expm1.default``,
+        ...) to its onnxscript translation.
+
+    Raises
+    ------
+    ImportError
+        numpy, onnx_ir or onnxscript is missing; the message names the ``export`` extra
+        (``pip install 'realify[export]'``).
+
+    See Also
+    --------
+    to_onnx : exports with these translations.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import realify.onnx
+    >>> table = realify.onnx.onnx_translation_table()
+    >>> len(table) > 0
+    True
+    >>> torch.ops.realify.fft_c2c.default in table, torch.ops.aten.expm1.default in table
+    (True, True)
+    >>> all(callable(translation) for translation in table.values())
+    True
+    """
     # onnxscript functions: imported here, as the modules that import onnxscript are only
     # imported when a program is exported (optional_imports)
     from .cholesky import linalg_cholesky_ex

@@ -44,13 +44,17 @@ Tensor = torch.Tensor
 
 
 class C(NamedTuple):
-    """A complex value as its planar parts, with the arithmetic the formulas are written in
-    (complex multiplication and Smith's division as the rules compute them)."""
+    """A complex value as its planar parts, with the arithmetic the formulas are written in.
+
+    Complex multiplication and Smith's division are computed as the rules compute them; a
+    Python number is promoted as eager promotes it (imaginary part +0).
+    """
 
     re: Tensor
     im: Tensor
 
     def conj(self) -> C:
+        """Return the complex conjugate."""
         return C(self.re, -self.im)
 
     def __add__(self, other) -> C:
@@ -88,9 +92,11 @@ class C(NamedTuple):
 
 
 def _lift(x) -> C:
-    """A formula's number as a complex value: eager promotes a Python scalar to a complex one
-    (imaginary part +0) before the complex kernel, and so do the formulas, so that infinities
-    meet the same zeros as in eager."""
+    """Return a formula's number as a complex value.
+
+    Eager promotes a Python scalar to a complex one (imaginary part +0) before the complex
+    kernel, and so do the formulas, so that infinities meet the same zeros as in eager.
+    """
     if isinstance(x, C):
         return x
     if isinstance(x, numbers.Number):
@@ -107,18 +113,74 @@ def select(condition: Tensor, a: C | complex, b: C | complex) -> C:
 
 @dataclasses.dataclass(frozen=True)
 class Formula:
-    """A pointwise kernel and its gradient, known to ``realify::pointwise`` by ``name`` (the name
-    a graph holds: one formula per name).
+    """A pointwise kernel of complex inputs and the formula of its gradient, known by name.
 
-    ``values(parts, constants)`` maps the flat real parts of the complex inputs (re, im of
-    each, broadcast to one shape) to the flat real outputs (re, im of a complex result, or one
-    real tensor). ``vjp(inputs, outputs, grad, constants)`` maps them (inputs as :class:`C`,
-    outputs as :class:`C` or a real tensor, ``grad`` likewise) to the gradient of each input
-    (a :class:`C`), in PyTorch's convention: ``dL/dRe z + i dL/dIm z``.
+    A rule whose values come from special-value code (signed zeros picked with ``where``,
+    exact results on the axes, branch-cut forms) computes with a formula through
+    :func:`apply`: the kernel gives the values, and the gradient is the formula's, whatever
+    branch computed the value. Both run as the custom op ``realify::pointwise``, which finds
+    the formula by ``name`` (the name a graph holds: one formula per name).
 
-    A formula is a value: a rule that computes with it (:func:`apply`) is what enters the rule
-    table; the functions of one complex argument are declared with their rule
-    (:class:`OneArgument`)."""
+    Attributes
+    ----------
+    name : str
+        The formula's name, unique in the process (``"pow"``, ``"logaddexp"``).
+    values : callable
+        The kernel, ``values(parts, constants) -> outputs``: the flat real parts of the
+        complex inputs (``re``, ``im`` of each, broadcast to one shape) and the constants (a
+        list of floats) to the flat real outputs (``re``, ``im`` of a complex result, or one
+        real tensor).
+    vjp : callable
+        The gradient, ``vjp(inputs, outputs, grad, constants) -> grads``: the inputs as
+        complex values (``C``, with ``.re``, ``.im`` and complex arithmetic), the outputs and
+        their gradient ``grad`` likewise (or real tensors, for a real result), and the
+        constants, to the gradient of each input as a complex value, in PyTorch's convention
+        ``dL/dRe z + i dL/dIm z`` (``grad * conj(f'(z))`` for a holomorphic ``f``).
+
+    Raises
+    ------
+    ValueError
+        A formula of the same name exists already (a formula's ``release()`` gives its name up).
+
+    See Also
+    --------
+    apply : the function of complex inputs a formula computes, with its gradient.
+    realify.rules.register : ``register(op, derivative=...)`` declares a function of one
+        complex argument with its formula.
+
+    Notes
+    -----
+    A formula is a value: a rule that computes with it is what enters the rule table. Write
+    ``vjp`` with the same operations, in the same order, as eager's formula for the op (its
+    ``derivatives.yaml``), so that infinities and zeros meet as they do in eager. The
+    functions of one complex argument need no formula of their own: ``register(op,
+    derivative=...)`` makes it.
+
+    Examples
+    --------
+    The product of two complex inputs, ``z w``, whose gradients are ``grad conj(w)`` and
+    ``grad conj(z)``:
+
+    >>> import torch
+    >>> import realify
+    >>> from realify.rules import Formula, apply
+    >>> def values(parts, constants):
+    ...     a, b, c, d = parts  # z = a + ib, w = c + id
+    ...     return [a * c - b * d, a * d + b * c]
+    >>> def vjp(inputs, outputs, grad, constants):
+    ...     z, w = inputs
+    ...     return [grad * w.conj(), grad * z.conj()]
+    >>> product = Formula("docs_formula_product", values, vjp)
+    >>> z = realify.ComplexTensor(torch.tensor([1.0]), torch.tensor([2.0]))
+    >>> w = realify.ComplexTensor(torch.tensor([3.0]), torch.tensor([4.0]))
+    >>> apply(product, z, w)
+    C(re=tensor([-5.]), im=tensor([10.]))
+    >>> Formula("docs_formula_product", values, vjp)
+    Traceback (most recent call last):
+        ...
+    ValueError: a derivative formula named 'docs_formula_product' exists already
+    >>> product.release()
+    """
 
     name: str
     values: Callable[[Sequence[Tensor], Sequence[float]], Sequence[Tensor]]
@@ -129,8 +191,11 @@ class Formula:
             raise ValueError(f"a derivative formula named {self.name!r} exists already")
 
     def release(self) -> None:
-        """Give up the name, for a formula that replaces this one (``register(...,
-        override=True)`` of a function of one complex argument)."""
+        """Give up the name, for a formula that replaces this one.
+
+        ``register(..., override=True)`` of a function of one complex argument does, for the
+        formula of the rule it replaces.
+        """
         if _BY_NAME.get(self.name) is self:
             del _BY_NAME[self.name]
 
@@ -188,8 +253,61 @@ pointwise.register_autograd(_backward, setup_context=_setup)
 
 
 def apply(formula: Formula, *inputs: C, constants: Sequence[float] = ()) -> C | Tensor:
-    """``formula``'s function of complex ``inputs`` (broadcast to one shape), with its gradient;
-    a complex result as :class:`C`, a real one as a tensor."""
+    """Compute ``formula``'s function of complex ``inputs``, with the formula's gradient.
+
+    The inputs' parts are broadcast to one shape and passed to the custom op
+    ``realify::pointwise``, whose forward is the formula's kernel (``values``) and whose
+    backward its gradient (``vjp``). This is how a rule computes with a :class:`Formula`.
+
+    Parameters
+    ----------
+    formula : Formula
+        The kernel and its gradient.
+    *inputs : C or ComplexTensor
+        The complex inputs, each with real parts ``.re`` and ``.im`` (a real operand with a
+        zero imaginary part).
+    constants : sequence of float, default ()
+        Numbers the kernel and the gradient read (an exponent, a base's logarithm), passed to
+        both as floats; they get no gradient.
+
+    Returns
+    -------
+    C or torch.Tensor
+        The result: a complex one as its parts ``.re`` and ``.im`` (a ``C``, with complex
+        arithmetic), a real one as a tensor.
+
+    Raises
+    ------
+    RuntimeError
+        The inputs' parts do not broadcast to one shape.
+
+    See Also
+    --------
+    Formula : a kernel and its gradient.
+
+    Examples
+    --------
+    ``k z w`` with the number ``k`` as a constant; ``z`` has two elements, ``w`` one, which is
+    broadcast:
+
+    >>> import torch
+    >>> import realify
+    >>> from realify.rules import Formula, apply
+    >>> def values(parts, constants):
+    ...     a, b, c, d = parts
+    ...     (k,) = constants
+    ...     return [k * (a * c - b * d), k * (a * d + b * c)]
+    >>> def vjp(inputs, outputs, grad, constants):
+    ...     (z, w), (k,) = inputs, constants
+    ...     return [grad * (k * w).conj(), grad * (k * z).conj()]
+    >>> scaled_product = Formula("docs_apply_scaled_product", values, vjp)
+    >>> z = realify.ComplexTensor(torch.tensor([1.0, 0.5]), torch.tensor([2.0, -1.0]))
+    >>> w = realify.ComplexTensor(torch.tensor([3.0]), torch.tensor([4.0]))
+    >>> result = apply(scaled_product, z, w, constants=(2.0,))
+    >>> result.re, result.im
+    (tensor([-10.,  11.]), tensor([20., -2.]))
+    >>> scaled_product.release()
+    """
     parts = torch.broadcast_tensors(*(p for z in inputs for p in (z.re, z.im)))
     out = pointwise(formula.name, list(parts), [float(c) for c in constants])
     return C(*out) if len(out) == 2 else out[0]
@@ -197,16 +315,18 @@ def apply(formula: Formula, *inputs: C, constants: Sequence[float] = ()) -> C | 
 
 @dataclasses.dataclass(frozen=True)
 class OneArgument:
-    """A pointwise function of one complex argument, declared once (``register(op,
-    derivative=...)``, realify/rules/_registry.py): the rule of ``op``, and everything the front
-    ends and the tests need to know of the function.
+    """A pointwise function of one complex argument, declared once: the rule of ``op``.
+
+    Declared with ``register(op, derivative=...)`` (realify/rules/_registry.py), it holds
+    everything the front ends and the tests need to know of the function.
 
     ``kernel(x, y)`` maps the planar parts of ``z = x + iy`` to the result's ``(re, im)``, or to
     one real tensor; ``derivative(g, z, w)`` is the gradient of ``z`` (a :class:`C`) for the
     output gradient ``g`` and the result ``w``, eager's formula; ``real_operand(x)`` is the
     rule's value for a real operand ``x`` (None: the function of ``x + 0i``);
     ``eager_by_formula`` says whether the eager ComplexTensor front end differentiates the
-    function by this formula rather than by PyTorch's (realify/tensor.py)."""
+    function by this formula rather than by PyTorch's (realify/tensor.py).
+    """
 
     op: OpOverload
     kernel: Callable[[Tensor, Tensor], Any]
@@ -225,12 +345,15 @@ class OneArgument:
 
     @property
     def name(self) -> str:
-        """The function's name: its op's (``exp``), which is also the public function's
-        (``torch.exp``) and the formula's in a graph (``realify::pointwise('exp', ...)``)."""
+        """The function's name: its op's (``exp``).
+
+        It is also the public function's (``torch.exp``) and the formula's in a graph
+        (``realify::pointwise('exp', ...)``).
+        """
         return self.op.overloadpacket.__name__
 
     def __call__(self, operand: Any) -> Any:
-        """The rule: the function of ``operand``, through ``realify::pointwise``."""
+        """Compute the function of ``operand`` (the rule), through ``realify::pointwise``."""
         re, im = parts(operand)
         if im is None and self.real_operand is not None:
             return self.real_operand(re)
@@ -238,18 +361,55 @@ class OneArgument:
         return ComplexTensor(*out) if isinstance(out, C) else out
 
     def of(self, z: C) -> C | Tensor:
-        """The function of a complex value, with this derivative (for formulas that use it)."""
+        """Compute the function of a complex value, with this derivative (for formulas that use it)."""
         return apply(self.formula, z)
 
 
 def _outputs(result: Any) -> list[Tensor]:
-    """A kernel's result as the custom op's flat outputs: (re, im), or the one real tensor."""
+    """Return a kernel's result as the custom op's flat outputs: (re, im), or the one real tensor."""
     return [result] if isinstance(result, Tensor) else list(result)
 
 
 def decompositions() -> dict:
-    """``realify::pointwise`` as its kernel's real ops, for tracers below autograd (AOTAutograd
-    with Inductor, export for ONNX), which then never see the op itself."""
+    """Return the decomposition of ``realify::pointwise`` into its kernel's real ops.
+
+    The rules that carry a derivative formula run as the custom op ``realify::pointwise``,
+    whose backward is the formula. A tracer below autograd, which needs no backward, passes
+    this table to see the kernel's real ops instead of the op: AOTAutograd with Inductor,
+    ``ExportedProgram.run_decompositions`` before ``torch.onnx``, or ``make_fx`` of a graph
+    from :func:`realify.decompose` for a consumer that knows only aten ops.
+
+    Returns
+    -------
+    dict of OpOverload to callable
+        A decomposition table: ``torch.ops.realify.pointwise.default`` and the function that
+        computes it with the kernel of the formula each call names.
+
+    Raises
+    ------
+    None
+        It only builds the table.
+
+    Examples
+    --------
+    ``exp`` of a complex tensor is a ``realify::pointwise`` call in a decomposed graph, and
+    its kernel's real ops after the decomposition:
+
+    >>> import torch
+    >>> import realify
+    >>> from torch.fx.experimental.proxy_tensor import make_fx
+    >>> list(realify.pointwise_decompositions())
+    [<OpOverload(op='realify.pointwise', overload='default')>]
+    >>> z = torch.tensor([1 + 2j, 3 - 1j])
+    >>> gm = realify.decompose(torch.exp, [z])
+    >>> any(node.target is torch.ops.realify.pointwise.default for node in gm.graph.nodes)
+    True
+    >>> real = make_fx(gm, decomposition_table=realify.pointwise_decompositions())(z)
+    >>> any(node.target is torch.ops.realify.pointwise.default for node in real.graph.nodes)
+    False
+    >>> torch.equal(real(z)[0], gm(z)[0])
+    True
+    """
 
     def values(name, parts, constants):
         return list(_formula(name).values(parts, constants))

@@ -1,7 +1,9 @@
-"""The op-rule table itself: registration, lookup, and the generic handling of ops without a
-rule of their own (in-place and ``out=`` variants through their functional rule, composite ops
-through PyTorch's decompositions). The rule families (the package's public modules) register
-on first lookup."""
+"""The op-rule table itself: registration, lookup, and the ops without a rule of their own.
+
+In-place and ``out=`` variants run through their functional rule, composite ops through
+PyTorch's decompositions. The rule families (the package's public modules) register on first
+lookup.
+"""
 
 from __future__ import annotations
 
@@ -35,18 +37,106 @@ def register(*ops: OpOverload | OpOverloadPacket, override: bool = False, deriva
              real_operand: Callable | None = None, eager_by_formula: bool = True) -> Callable[[Rule], Rule]:
     """Register the decorated function as the planar rule of each op in ``ops``.
 
-    With ``derivative``, the decorated function is instead the planar kernel of a pointwise
-    function of one complex argument, ``kernel(x, y) -> (re, im)`` (or one real tensor), and
-    ``ops`` is that function's one overload: its rule is the :class:`OneArgument` declaration
-    made of the kernel, ``derivative(g, z, w) -> grad z`` (eager's formula, realify/rules/_derivative.py),
-    ``real_operand`` (the rule's value for a real operand; None: the operand with a +0
-    imaginary part) and ``eager_by_formula`` (whether the eager ComplexTensor front end
-    differentiates the function by this formula, realify/tensor.py). The kernel is returned as it
-    is, for other kernels to call.
+    Used as a decorator: ``@register(aten.my_op.default)`` above a function with the op's
+    signature, which receives complex operands as :class:`realify.ComplexTensor` (real tensors
+    and Python numbers as they are) and returns ComplexTensor or real tensors. realify's own
+    rules are loaded first, so a user's rule registered with ``override=True`` replaces
+    realify's for good.
 
-    An op that has a rule already raises :class:`RuleConflictError`, unless ``override=True``:
-    then the new rule replaces it (a user's own rule for an op realify covers, or a notebook
-    cell run twice), and the replacement is logged. Graphs compiled before keep the old rule."""
+    Parameters
+    ----------
+    *ops : OpOverload or OpOverloadPacket
+        The ops the rule answers: overloads (``torch.ops.aten.mul.Tensor``) or whole overload
+        packets (``torch.ops.aten.mul``; an overload's own rule is looked up before its
+        packet's).
+    override : bool, default False
+        Replace a rule an op has already (your own rule for an op realify covers, or a notebook
+        cell run twice) instead of raising; the replacement is logged at INFO.
+    derivative : callable, optional
+        Declare a pointwise function of one complex argument instead: the decorated function
+        is then its planar kernel, ``kernel(x, y) -> (re, im)`` (or one real tensor) for
+        ``z = x + iy``, and ``derivative(g, z, w) -> grad z`` is eager's formula for its
+        gradient, on complex values (``C``, with complex arithmetic) for the output gradient
+        ``g``, the input ``z`` and the result ``w``. ``ops`` must then be the function's one
+        overload.
+    real_operand : callable, optional
+        With ``derivative``: the rule's value for a real operand, ``real_operand(x)``. None
+        (the default) computes the function of ``x + 0i``.
+    eager_by_formula : bool, default True
+        With ``derivative``: whether the eager ComplexTensor front end differentiates the
+        function by this formula (True) or leaves it to PyTorch's autograd (False).
+
+    Returns
+    -------
+    callable
+        The decorator. It registers the function it decorates and returns that function
+        unchanged (with ``derivative``, the kernel, for other kernels to call).
+
+    Raises
+    ------
+    TypeError
+        At the call: ``real_operand`` or ``eager_by_formula=False`` without ``derivative``,
+        or ``derivative`` with other than exactly one :class:`~torch._ops.OpOverload`.
+    RuleConflictError
+        When decorating: an op has a rule already and ``override`` is False. The ops before it
+        in ``ops`` are registered already.
+    ValueError
+        When decorating, with ``derivative``: a formula of the function's name exists already,
+        other than the one of a rule that ``override=True`` replaces.
+
+    See Also
+    --------
+    register_each : one rule built per op, for a family of ops.
+    lookup : the rule an op has.
+
+    Notes
+    -----
+    With ``derivative``, the rule of the op is a declaration of the function of one complex
+    argument: it runs the kernel as the custom op ``realify::pointwise``, whose backward is the
+    formula, whatever branch of special-value code computed the value, and it is listed by
+    :func:`one_argument_functions`.
+
+    Graphs compiled before a rule is replaced keep the old rule (``torch._dynamo.reset()``
+    compiles them again).
+
+    Examples
+    --------
+    A rule for an op of your own (here a ``torch.library`` custom op that scales a tensor),
+    which realify otherwise could not run on complex tensors:
+
+    >>> import torch
+    >>> import realify
+    >>> from realify.rules import complex_like, parts, register
+    >>> @torch.library.custom_op("docs_register::scale", mutates_args=())
+    ... def scale(z: torch.Tensor, factor: float) -> torch.Tensor:
+    ...     return z * factor
+    >>> @scale.register_fake
+    ... def _(z, factor):
+    ...     return torch.empty_like(z)
+    >>> @register(torch.ops.docs_register.scale.default)
+    ... def scale_rule(z, factor):
+    ...     re, im = parts(z)  # im is None for a real z
+    ...     return complex_like(re * factor, None if im is None else im * factor, z.dtype)
+    >>> z = torch.tensor([1 + 2j, 3 - 4j])
+    >>> realify.decompose(lambda z: torch.ops.docs_register.scale(z, 2.0), [z])(z)
+    [tensor([2.+4.j, 6.-8.j])]
+
+    A second rule for the same op is refused unless it says ``override=True``:
+
+    >>> register(torch.ops.docs_register.scale.default)(scale_rule)  # the same function: no conflict
+    <function scale_rule at ...>
+    >>> @register(torch.ops.docs_register.scale.default)
+    ... def other_rule(z, factor):
+    ...     return z
+    Traceback (most recent call last):
+        ...
+    realify.errors.RuleConflictError: docs_register.scale.default already has the rule ...scale_rule; ...
+    >>> @register(torch.ops.docs_register.scale.default, override=True)
+    ... def other_rule(z, factor):
+    ...     return z
+    >>> realify.rules.lookup(torch.ops.docs_register.scale.default).__name__
+    'other_rule'
+    """
 
     def decorate(fn: Rule) -> Rule:
         if not fn.__module__.startswith(_PACKAGE + "."):
@@ -80,16 +170,96 @@ def _name(rule: Rule) -> str:
 
 def register_each(ops: Iterable[OpOverload | OpOverloadPacket], make_rule: Callable[..., Rule], *args: Any,
                   override: bool = False, **kwargs: Any) -> None:
-    """Register ``make_rule(op, *args, **kwargs)`` as the rule of each op in ``ops``: the one
-    way to give a family of ops one formula built per op (each part through the op itself, a
-    factory run per part, an error that names the op). A rule written by hand for its ops
-    uses :func:`register` as a decorator."""
+    """Register ``make_rule(op, *args, **kwargs)`` as the rule of each op in ``ops``.
+
+    This is the one way to give a family of ops one formula built per op: each part computed
+    through the op itself, a factory run once per part, an error that names the op. A rule
+    written by hand for its ops uses :func:`register` as a decorator instead.
+
+    Parameters
+    ----------
+    ops : iterable of OpOverload or OpOverloadPacket
+        The ops of the family, each given the rule made for it.
+    make_rule : callable
+        ``make_rule(op, *args, **kwargs)`` returns the rule of ``op``, such as
+        :func:`realify.rules.shape.partwise_at`.
+    *args : Any
+        Passed on to ``make_rule`` after the op.
+    override : bool, default False
+        Replace a rule an op has already instead of raising, as for :func:`register`.
+    **kwargs : Any
+        Passed on to ``make_rule`` as keyword arguments.
+
+    Raises
+    ------
+    RuleConflictError
+        An op has a rule already and ``override`` is False; the ops before it are registered.
+
+    See Also
+    --------
+    register : a rule written for its ops.
+    realify.rules.shape.functional_overloads : the overloads of a family of ops.
+
+    Examples
+    --------
+    A custom op that moves elements without combining them computes each part through the op
+    itself (:func:`~realify.rules.shape.partwise_at`):
+
+    >>> import torch
+    >>> import realify
+    >>> from realify.rules import register_each
+    >>> from realify.rules.shape import partwise_at
+    >>> @torch.library.custom_op("docs_register_each::reverse", mutates_args=())
+    ... def reverse(x: torch.Tensor) -> torch.Tensor:
+    ...     return x.flip(0)
+    >>> @reverse.register_fake
+    ... def _(x):
+    ...     return torch.empty_like(x)
+    >>> register_each([torch.ops.docs_register_each.reverse.default], partwise_at)
+    >>> z = torch.tensor([1 + 2j, 3 - 4j])
+    >>> realify.decompose(lambda z: torch.ops.docs_register_each.reverse(z), [z])(z)
+    [tensor([3.-4.j, 1.+2.j])]
+    """
     for op in ops:
         register(op, override=override)(make_rule(op, *args, **kwargs))
 
 
 def lookup(func: OpOverload) -> Rule | None:
-    """The rule for ``func``: its exact overload first, then its packet."""
+    """Return the rule the table holds for ``func``: its exact overload's first, then its packet's.
+
+    Parameters
+    ----------
+    func : OpOverload
+        The op, such as ``torch.ops.aten.mul.Tensor`` (an overload packet finds the packet's
+        own rule only).
+
+    Returns
+    -------
+    callable or None
+        The rule, a function of the op's arguments; for a function of one complex argument
+        declared with ``register(op, derivative=...)``, its declaration, whose ``.of(z)``
+        computes the function of a complex value with this derivative. None where the table
+        has no rule of the op's own: in-place and ``out=`` variants and composite ops may
+        still run, through their functional rule or PyTorch's decompositions.
+
+    Raises
+    ------
+    None
+        An op without a rule gives None; :class:`~realify.MissingRuleError` comes from
+        running such an op.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from realify.rules import lookup
+    >>> rule = lookup(torch.ops.aten.mul.Tensor)
+    >>> rule.__module__, rule.__name__
+    ('realify.rules.arithmetic', 'mul')
+    >>> lookup(torch.ops.aten.add_.Tensor) is None  # in place: runs add's rule, then a copy
+    True
+    >>> lookup(torch.ops.aten.exp.default).name  # a function of one complex argument
+    'exp'
+    """
     load_families()
     rule = _TABLE.get(func)
     if rule is None and isinstance(func, OpOverload):
@@ -99,15 +269,44 @@ def lookup(func: OpOverload) -> Rule | None:
 
 @functools.cache
 def one_argument_functions() -> dict[str, OneArgument]:
-    """The functions of one complex argument declared in the table (``register(op,
-    derivative=...)``), by name: every list the front ends and the tests need of them."""
+    """Return the functions of one complex argument the table declares, by name.
+
+    These are the rules registered with ``register(op, derivative=...)``: the front ends and
+    the tests read every list they need of such functions from here (the special-value table
+    of tests/test_numerics.py, the gradient grid of tests/test_gradients.py). The result is
+    cached; registering a rule clears the cache.
+
+    Returns
+    -------
+    dict of str to declaration
+        Each function's name (its op's: ``"exp"`` for ``aten.exp.default``) and its
+        declaration, whose ``op`` is the overload and ``kernel`` the planar kernel.
+
+    Raises
+    ------
+    None
+        It only reads the table.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from realify.rules import one_argument_functions
+    >>> functions = one_argument_functions()
+    >>> "exp" in functions, "mul" in functions
+    (True, False)
+    >>> functions["exp"].op
+    <OpOverload(op='aten.exp', overload='default')>
+    """
     load_families()
     return {rule.name: rule for rule in _TABLE.values() if isinstance(rule, OneArgument)}
 
 
 def describe_rule(func: OpOverload) -> str | None:
-    """What :func:`apply_rule` runs for ``func``, in words (None: nothing; a complex call of it
-    is an eager island or an error): the rule's qualified name, or the generic path."""
+    """Return what :func:`apply_rule` runs for ``func``, in words.
+
+    That is the rule's qualified name, or the generic path; None: nothing, and a complex call
+    of it is an eager island or an error.
+    """
     rule = lookup(func)
     if rule is not None:
         maker, made = rule.__qualname__.partition(".<locals>")[:2]  # a rule a factory made: the factory
@@ -124,10 +323,12 @@ def describe_rule(func: OpOverload) -> str | None:
 
 @contextlib.contextmanager
 def contract_checked_before() -> Iterator[None]:
-    """The calls under it are not checked against eager's contract again: the front end
-    checked the program as written (:func:`check_contract`), before decomposition replaced
-    its ops with others that eager holds to another contract (linear with a bias of another
-    dtype, which eager takes, becomes addmm, which eager refuses)."""
+    """Skip the check against eager's contract for the calls under it.
+
+    The front end checked the program as written (:func:`check_contract`), before decomposition
+    replaced its ops with others that eager holds to another contract (linear with a bias of
+    another dtype, which eager takes, becomes addmm, which eager refuses).
+    """
     before = getattr(_nesting, "checked_before", False)
     _nesting.checked_before = True
     try:
@@ -137,10 +338,13 @@ def contract_checked_before() -> Iterator[None]:
 
 
 def check_contract(gm: torch.fx.GraphModule, where: Callable[[torch.fx.Node], str | None]) -> None:
-    """Eager's contract on every op of ``gm`` with a complex operand, from the fake values its
-    nodes hold (``meta["val"]``): what eager raises is raised, naming ``where(node)``. Before
-    decomposition, whose functional form of an in-place op (the op, then a copy) no longer
-    carries the refusal of a complex result written into a real tensor."""
+    """Check eager's contract on every op of ``gm`` with a complex operand.
+
+    The check reads the fake values its nodes hold (``meta["val"]``): what eager raises is
+    raised, naming ``where(node)``. It runs before decomposition, whose functional form of an
+    in-place op (the op, then a copy) no longer carries the refusal of a complex result written
+    into a real tensor.
+    """
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, OpOverload):
             continue
@@ -153,9 +357,12 @@ def check_contract(gm: torch.fx.GraphModule, where: Callable[[torch.fx.Node], st
 
 
 def apply_checked(func: OpOverload, args: tuple, kwargs: dict, where: Callable[[], str | None] | None = None) -> Any:
-    """:func:`apply_rule` for a call the user's program makes (not one a rule makes inside its
-    own computation): eager's contract on the operands' dtypes is checked first
-    (realify/rules/_contract.py), and what eager raises is raised, naming ``where()``."""
+    """Run :func:`apply_rule` for a call the user's program makes, checking eager's contract first.
+
+    This is for a call of the program itself, not one a rule makes inside its own computation:
+    eager's contract on the operands' dtypes is checked first (realify/rules/_contract.py), and
+    what eager raises is raised, naming ``where()``.
+    """
     depth = getattr(_nesting, "depth", 0)
     if depth == 0 and not getattr(_nesting, "checked_before", False):
         error = refusal(func, args, kwargs, where) if isinstance(func, OpOverload) else None

@@ -32,7 +32,40 @@ aten = torch.ops.aten
 
 
 def functional_overloads(*packets: OpOverloadPacket) -> list[OpOverload]:
-    """The tensor overloads of each packet, without ``out=`` ones (those go through copy_)."""
+    """Return the functional tensor overloads of each overload packet.
+
+    These are the overloads a rule family registers one rule for, each: the ``out=`` overloads
+    are left out (they run the functional rule, then a copy), and so are those whose first
+    argument is not a tensor or a list of tensors (a factory's ``Scalar`` overloads).
+
+    Parameters
+    ----------
+    *packets : OpOverloadPacket
+        The ops, as packets such as ``torch.ops.aten.flip``.
+
+    Returns
+    -------
+    list of OpOverload
+        Their functional tensor overloads, packet by packet.
+
+    Raises
+    ------
+    None
+        It only reads the packets' schemas.
+
+    See Also
+    --------
+    realify.rules.register_each : one rule per overload, built by a factory.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from realify.rules.shape import functional_overloads
+    >>> torch.ops.aten.cat.overloads()
+    ['default', 'out']
+    >>> functional_overloads(torch.ops.aten.cat, torch.ops.aten.flip)
+    [<OpOverload(op='aten.cat', overload='default')>, <OpOverload(op='aten.flip', overload='default')>]
+    """
     found = []
     for packet in packets:
         for name in packet.overloads():
@@ -65,20 +98,68 @@ def both_parts(x: Any, rd: torch.dtype) -> tuple[Any, Any]:
 
 
 def tensors_in(x: Any) -> list[torch.Tensor]:
+    """Return the tensors of ``x``: ``x`` itself, or the tensors of a (nested) list or tuple."""
     if isinstance(x, (list, tuple)):
         return [t for e in x for t in tensors_in(e)]
     return [x] if isinstance(x, torch.Tensor) else []
 
 
 def partwise_at(op: Callable, *slots: int | str, promote: bool = False) -> Callable:
-    """Rule running ``op`` once on the real and once on the imaginary parts of ``slots``.
+    """Return a rule that runs ``op`` once on the real and once on the imaginary parts.
 
-    ``slots`` are the positions (or keyword names) of the complex-capable arguments: tensors,
-    lists of tensors, or scalar fill values; every other argument is passed unchanged.
-    The result has the dtype of ``self`` (argument 0), or with ``promote=True`` the dtype eager
-    type promotion gives all slot operands (``cat``, ``stack``). A real ``self`` that is not
-    promoted keeps its dtype: complex values written into it lose their imaginary part, as
-    ``copy_`` does.
+    The rule of every op that moves elements without combining them (or combines them
+    linearly): ``op(a + bi) = op(a) + op(b) i``. The real operands among the slots get an
+    exactly-zero imaginary part.
+
+    Parameters
+    ----------
+    op : callable
+        The op, run on real parts: usually the op the rule is for (what
+        :func:`~realify.rules.register_each` passes first).
+    *slots : int or str
+        The positions (or keyword names) of the complex-capable arguments: tensors, lists of
+        tensors, or number fill values; none given means argument 0 (``self``) alone. Every
+        other argument is passed to each call unchanged.
+    promote : bool, default False
+        Give the result the dtype eager's type promotion gives all the slot operands (``cat``,
+        ``stack``) rather than the dtype of ``self`` (argument 0).
+
+    Returns
+    -------
+    callable
+        The rule: it takes the op's arguments and returns a ComplexTensor (or a list or tuple
+        of them, for an op that returns several), or, where the result dtype is real, ``op``'s
+        result on the real parts alone.
+
+    Raises
+    ------
+    None
+        Making the rule raises nothing; the rule raises what ``op`` raises on the parts.
+
+    See Also
+    --------
+    realify.rules.register_each : registers such a rule for each op of a family.
+    functional_overloads : the overloads of a family.
+
+    Notes
+    -----
+    A real ``self`` that is not promoted keeps its dtype: complex values written into it lose
+    their imaginary part, as ``copy_`` does. A complex argument outside the slots only gives a
+    shape (``self`` of a ``*_backward`` op): each call gets its real part.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from realify.rules.shape import partwise_at
+    >>> flip = partwise_at(torch.ops.aten.flip.default)
+    >>> flip(torch.tensor([1 + 2j, 3 - 4j]), [0]).to_complex()
+    tensor([3.-4.j, 1.+2.j])
+
+    ``cat`` of a complex and a real tensor: slot 0 is the list, and the result is promoted:
+
+    >>> cat = partwise_at(torch.ops.aten.cat.default, 0, promote=True)
+    >>> cat([torch.tensor([1 + 2j]), torch.tensor([3.0], dtype=torch.float64)]).to_complex()
+    tensor([1.+2.j, 3.+0.j], dtype=torch.complex128)
     """
     slots = slots or (0,)
 
@@ -154,6 +235,7 @@ register_each(functional_overloads(aten.slice_scatter, aten.select_scatter, aten
 
 @register(*_VIEW_DTYPE)
 def view_dtype(self, dtype):
+    """Return the view of a complex tensor as its real dtype, or of a real tensor as its complex dtype."""
     # complex (n) <-> its real dtype (2n), interleaved: [a0, b0, a1, b1, ...]
     if isinstance(self, ComplexTensor) and dtype == self.re.dtype:
         if self.dim() == 0:
@@ -196,6 +278,7 @@ def _complex_strides(part: torch.Tensor, scale: int) -> list[int]:
 
 @register(aten.as_strided.default, aten.as_strided_copy.default)
 def as_strided(self, size, stride, storage_offset=None):
+    """Return the strided view of each part, strides counted in complex elements of the storage."""
     # element i of the view is storage[offset + sum(i_k stride_k)], for each part's storage
     self = _as_complex(self)
     views = [p.as_strided(size, [scale * s for s in stride],
@@ -206,20 +289,23 @@ def as_strided(self, size, stride, storage_offset=None):
 
 @register(aten.as_strided_scatter.default)
 def as_strided_scatter(self, src, size, stride, storage_offset=None):
-    # out = clone(self) (same strides as eager's clone); out.as_strided(size, stride, offset) = src
+    """Return a copy of ``self`` with ``src`` written into its strided view ``(size, stride, storage_offset)``."""
+    # out = clone(self) (eager's clone strides); out.as_strided(size, stride, offset) = src, computed on one
+    # (..., 2) tensor that holds complex element p at real elements 2p and 2p + 1, as eager's complex storage
+    # does. Per part it would be wrong in the gradient: autograd reads it with as_strided at absolute
+    # offsets, and an imaginary part's gradient can be a one-element view at offset 1.
     if not (isinstance(self, ComplexTensor) or self.dtype.is_complex):
         # a real destination keeps its dtype: src's real part, as eager's copy_ takes it
         return aten.as_strided_scatter.default(self, parts(src)[0].to(self.dtype), size, stride, storage_offset)
     self = _as_complex(self)
-    rd = self.re.dtype
-    srcs = both_parts(src, rd)
-    outs = []
-    for (p, scale, _), s in zip(_storage_map(self), srcs):
-        # eager clones self with its own (complex) strides and a zero offset; mirror that layout
-        layout = torch.empty_strided(p.shape, _complex_strides(p, scale), dtype=rd, device=p.device)
-        base = aten.copy.default(torch.empty_like(layout), p)
-        outs.append(aten.as_strided_scatter.default(base, s, size, stride, storage_offset))
-    return ComplexTensor(*outs)
+    (re, scale, _), (im, _, _) = _storage_map(self)
+    strides = [2 * s for s in _complex_strides(re, scale)] + [1]
+    base = torch.empty_strided([*re.shape, 2], strides, dtype=re.dtype, device=re.device)
+    base = base.copy_(torch.stack([re, im], -1))  # copy_, not aten.copy: autograd differentiates copy_
+    pairs = torch.stack(both_parts(src, re.dtype), -1)
+    offset = None if storage_offset is None else 2 * storage_offset
+    out = aten.as_strided_scatter.default(base, pairs, [*size, 2], [2 * s for s in stride] + [1], offset)
+    return ComplexTensor(out[..., 0], out[..., 1])
 
 
 def _as_complex(x: Any) -> ComplexTensor:

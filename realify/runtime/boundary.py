@@ -1,5 +1,7 @@
-"""The boundary between a complex program and its real graph: which inputs and outputs are
-complex, in which layout they cross, and the conversions at the edges.
+"""The boundary between a complex program and its real graph.
+
+Which inputs and outputs are complex, in which layout they cross, and the conversions at the
+edges.
 
 Layouts (:data:`Layout`): ``"complex"`` (the program's own complex tensors; the graph splits
 and merges at its edges), ``"planar"`` (a real ``(2, *shape)`` tensor: ``[0]`` real part,
@@ -40,35 +42,82 @@ Region = tuple[tuple[int, int, int, int], ...]
 
 @dataclasses.dataclass
 class Boundary:
-    """Where a real program meets the complex program it stands for: the one description of
-    its complex inputs and outputs, shared by :func:`realify.decompose` (``gm.realify_signature``,
-    per input and output of the real graph), the compile backend's runtime and
-    :func:`realify.export` (per leaf of the exported program's flattened ``(args, kwargs)`` and
-    result), and run by :class:`RealCall`.
+    """Where a real program meets the complex program it stands for.
 
-    ``inputs`` and ``outputs`` hold, per flat input and per user output, the complex dtype the
-    value has in the complex program (None where it is real, or not a tensor). The program's
-    outputs are the user outputs, then the new value of each input in ``mutated_inputs`` (which
-    it writes in place). ``input_layout`` (one for every input, or one per input) and
-    ``output_layout`` say how complex values cross (:data:`Layout`); ``pair_dtypes`` maps a
-    complex dtype to the real dtype its pairs travel in where that is not its own
-    (``truncate_double`` export: complex128 as float32 pairs), and ``contiguous_pairs`` says the
-    program was traced for contiguous pairs (export) rather than ``view_as_real``'s strides.
+    The one description of a real program's complex inputs and outputs, shared by
+    :func:`realify.decompose` (``gm.realify_signature``, per input and output of the real
+    graph), the compile backend's runtime and :func:`realify.export` (per leaf of the exported
+    program's flattened ``(args, kwargs)`` and result), and run by :class:`RealCall`. The
+    program's outputs are the user outputs, then the new value of each input in
+    ``mutated_inputs`` (which it writes in place).
 
-    Eager's memory layout of each user output, as far as the program's graph metadata tells
-    (:func:`eager_layouts`): ``output_views``, how to take it from an input where eager's is a
-    view of one, and ``output_strides``, eager's strides where static. With
-    ``eager_outputs`` the program returns them so itself (None in place of each view, every
-    other output written with eager's strides); otherwise the caller lays them out.
+    Attributes
+    ----------
+    inputs : tuple of torch.dtype or None
+        Per flat input, the complex dtype the value has in the complex program (None where it
+        is real, or not a tensor).
+    outputs : tuple of torch.dtype or None
+        The same per user output.
+    mutated_inputs : tuple of int
+        The inputs the program writes in place, whose new values follow the user outputs.
+    out_spec : pytree spec or None
+        The structure of the complex program's result (None: a flat tuple).
+    input_layout : Layout or tuple of Layout
+        How complex inputs cross (:data:`Layout`): one for every input, or one per input.
+    output_layout : Layout
+        How complex outputs cross.
+    output_views : tuple of OutputView or None
+        Per user output, how to take it from an input where eager's output is a view of one
+        (None where it is not), as far as the program's graph metadata tells
+        (:func:`eager_layouts`).
+    output_strides : tuple of tuple of int or None
+        Per user output, eager's strides where they are static.
+    eager_outputs : bool
+        The program lays its outputs out as eager's itself (None in place of each view, every
+        other output written with eager's strides); otherwise the caller lays them out.
+    pair_dtypes : dict of torch.dtype to torch.dtype
+        The real dtype a complex dtype's pairs travel in, where that is not its own
+        (``truncate_double`` export: complex128 as float32 pairs).
+    contiguous_pairs : bool
+        The program was traced for contiguous pairs (export) rather than
+        ``torch.view_as_real``'s strides.
+    written_regions : tuple of Region or None
+        Per input in ``mutated_inputs``: where the program writes only a region of it, the
+        slices (:data:`Region`) that region is, and the program returns the region's new value
+        instead of the whole input's (None: the whole value).
+    hidden_writes : frozenset of int
+        The inputs in ``mutated_inputs`` that the program writes only where autograd does not
+        see it (with grad disabled, or through a detached alias): the caller writes them with
+        grad disabled too, as eager's autograd records nothing of such a write
+        (realify/engine/grad_semantics.py).
 
-    ``written_regions``, per input in ``mutated_inputs``: where the program writes only a
-    region of it, the slices (:data:`Region`) that region is, and the program returns the
-    region's new value instead of the whole input's (None: the whole value).
+    See Also
+    --------
+    ComplexCallAdapter : calls an exported program by its boundary.
 
-    ``hidden_writes``: the inputs in ``mutated_inputs`` that the program writes only where
-    autograd does not see it (with grad disabled, or through a detached alias): the caller
-    writes them with grad disabled too, as eager's autograd records nothing of such a write
-    (realify/engine/grad_semantics.py)."""
+    Examples
+    --------
+    The boundary :func:`realify.export` recorded for a program of a complex and a real input:
+
+    >>> import torch
+    >>> import realify
+    >>> def f(z, scale):
+    ...     return z * scale
+    >>> ep = realify.export(f, (torch.tensor([1 + 2j]), torch.tensor(2.0)))
+    >>> boundary = realify.ComplexCallAdapter(ep).signature
+    >>> boundary.inputs, boundary.outputs
+    ((torch.complex64, None), (torch.complex64,))
+    >>> boundary.input_layout, boundary.output_layout
+    ('interleaved', 'interleaved')
+
+    One written by hand: complex128 values that cross as float32 pairs:
+
+    >>> boundary = realify.Boundary(inputs=(torch.complex128,), outputs=(torch.complex128,),
+    ...                             input_layout="interleaved", output_layout="interleaved",
+    ...                             pair_dtypes={torch.complex128: torch.float32})
+    >>> boundary.real_dtype(torch.complex128)
+    torch.float32
+    """
 
     inputs: tuple[torch.dtype | None, ...]
     outputs: tuple[torch.dtype | None, ...]
@@ -86,17 +135,75 @@ class Boundary:
 
     @property
     def input_complex(self) -> list[bool]:
+        """Whether each flat input is complex in the complex program (its ``inputs`` entry is a dtype)."""
         return [d is not None for d in self.inputs]
 
     @property
     def num_user_outputs(self) -> int:
+        """How many user outputs the program returns, before the new values of the inputs it writes."""
         return len(self.outputs)
 
     def layout_of(self, i: int) -> Layout:
+        """Return the layout in which input ``i`` crosses.
+
+        Parameters
+        ----------
+        i : int
+            The flat input's position.
+
+        Returns
+        -------
+        Layout
+            ``input_layout`` itself where one layout holds for every input, else its ``i``-th.
+
+        Raises
+        ------
+        IndexError
+            ``input_layout`` is one per input and has no ``i``-th.
+
+        Examples
+        --------
+        >>> import torch
+        >>> import realify
+        >>> boundary = realify.Boundary(inputs=(torch.complex64, torch.complex64), outputs=(),
+        ...                             input_layout=("planar", "interleaved"))
+        >>> boundary.layout_of(0), boundary.layout_of(1)
+        ('planar', 'interleaved')
+        >>> realify.Boundary(inputs=(torch.complex64,), outputs=()).layout_of(0)
+        'complex'
+        """
         return self.input_layout if isinstance(self.input_layout, str) else self.input_layout[i]
 
     def real_dtype(self, dtype: torch.dtype) -> torch.dtype:
-        """The dtype of the real parts that carry a complex ``dtype`` across."""
+        """Return the dtype of the real parts that carry a complex ``dtype`` across.
+
+        Parameters
+        ----------
+        dtype : torch.dtype
+            A complex dtype (a real one maps to itself).
+
+        Returns
+        -------
+        torch.dtype
+            Its entry in ``pair_dtypes`` where it has one, else the dtype of its real part
+            (float32 for complex64, float64 for complex128).
+
+        Raises
+        ------
+        None
+            Every dtype has an answer.
+
+        Examples
+        --------
+        >>> import torch
+        >>> import realify
+        >>> boundary = realify.Boundary(inputs=(torch.complex128,), outputs=(),
+        ...                             pair_dtypes={torch.complex128: torch.float32})
+        >>> boundary.real_dtype(torch.complex128), boundary.real_dtype(torch.complex64)
+        (torch.float32, torch.float32)
+        >>> realify.Boundary(inputs=(), outputs=()).real_dtype(torch.complex128)
+        torch.float64
+        """
         return self.pair_dtypes.get(dtype) or real_dtype(dtype)
 
 
@@ -104,10 +211,13 @@ SIGNATURE_KEY = "realify_signature"
 
 
 def signature_of(program: fx.GraphModule | torch.export.ExportedProgram) -> Boundary:
-    """The :class:`Boundary` that :func:`realify.decompose` attached to its result (an attribute),
-    or :func:`realify.export` recorded on its program (``ep.graph_module.meta``): per leaf of the
+    """Return the :class:`Boundary` a program made by realify carries.
+
+    That is the one :func:`realify.decompose` attached to its result (an attribute), or
+    :func:`realify.export` recorded on its program (``ep.graph_module.meta``): per leaf of the
     flattened ``(args, kwargs)`` and of the flattened result, the complex dtype it had in the
-    complex program (None where real), the inputs the program writes, eager's output layouts."""
+    complex program (None where real), the inputs the program writes, eager's output layouts.
+    """
     if isinstance(program, torch.export.ExportedProgram):
         signature = program.graph_module.meta.get(SIGNATURE_KEY)
         made_by = "an ExportedProgram made by realify.export; export it with realify.export(...)"
@@ -120,6 +230,7 @@ def signature_of(program: fx.GraphModule | torch.export.ExportedProgram) -> Boun
 
 
 def input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | tuple[Layout, ...]:
+    """Check decompose's ``inputs`` layouts for ``count`` inputs and return them as a Boundary holds them."""
     if isinstance(inputs, str):
         return inputs
     layouts = list(inputs)
@@ -131,14 +242,17 @@ def input_layouts(inputs: Layout | Sequence[Layout], count: int) -> Layout | tup
 
 
 def is_complex(x: Any) -> bool:
+    """Whether ``x`` is a complex tensor."""
     return isinstance(x, torch.Tensor) and x.dtype.is_complex
 
 
 def input_aliases(outputs: list[Any], inputs: Sequence[Any]) -> list[tuple[int, bool] | None]:
-    """Per output of the functionalizing trace: ``(i, whole)`` where it shares memory with
-    input ``i`` (a view of it; ``whole`` where it is that input itself), else None. Each input
-    has a functional storage of its own, so this names the input the program viewed even
-    where the example inputs share memory."""
+    """Return, per output of the functionalizing trace, the input it shares memory with.
+
+    That is ``(i, whole)`` where it shares memory with input ``i`` (a view of it; ``whole``
+    where it is that input itself), else None. Each input has a functional storage of its own,
+    so this names the input the program viewed even where the example inputs share memory.
+    """
     storages = {StorageWeakRef(x.untyped_storage()): i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
     aliases: list[tuple[int, bool] | None] = []
     for out in outputs:
@@ -149,11 +263,14 @@ def input_aliases(outputs: list[Any], inputs: Sequence[Any]) -> list[tuple[int, 
 
 def eager_layouts(program: Callable, aliases: list[tuple[int, bool] | None]
                    ) -> tuple[list[OutputView | None], list[tuple[int, ...] | None]]:
-    """Per user output: how to take it from its input where eager's is a view of one, and
+    """Return eager's memory layout of each user output.
+
+    Per user output: how to take it from its input where eager's is a view of one, and
     eager's strides where they are static (for :func:`leave`), from the values ``program``'s
     graph recorded for its inputs and outputs (dynamo's ``example_value``, torch.export's
     ``val``: fake tensors with eager's strides, offsets and conj bits). The functional trace
-    itself cannot tell: it turns every view into a copy."""
+    itself cannot tell: it turns every view into a copy.
+    """
     views: list[OutputView | None] = [None] * len(aliases)
     strides: list[tuple[int, ...] | None] = [None] * len(aliases)
     if not isinstance(program, fx.GraphModule):
@@ -182,8 +299,11 @@ def eager_layouts(program: Callable, aliases: list[tuple[int, bool] | None]
 
 
 def _same_storage(value: torch.Tensor, base: Any) -> bool:
-    """Whether the program's recorded output views its recorded input: the functional trace
-    can alias where eager copies (a reshape of an expanded input is a copy in eager)."""
+    """Whether the program's recorded output views its recorded input.
+
+    The functional trace can alias where eager copies (a reshape of an expanded input is a
+    copy in eager).
+    """
     if not isinstance(base, torch.Tensor):
         return False
     try:
@@ -193,11 +313,14 @@ def _same_storage(value: torch.Tensor, base: Any) -> bool:
 
 
 def boundary_example(x: Any, layout: Layout) -> Any:
-    """The real input the graph is traced for, in the layout the caller passes at run time
-    (:func:`split`): planes contiguous, pairs with the strides of ``view_as_real(x)``. The
-    trace decides by its inputs' strides (a reshape of a complex value is a view of each part
-    only where their strides allow one), so an interleaved input made contiguous here while
-    a strided view of the pairs arrives at run time (``b.mT``) would fail, or worse."""
+    """Return the real input the graph is traced for, in the layout the caller passes at run time.
+
+    That layout is :func:`split`'s: planes contiguous, pairs with the strides of
+    ``view_as_real(x)``. The trace decides by its inputs' strides (a reshape of a complex value
+    is a view of each part only where their strides allow one), so an interleaved input made
+    contiguous here while a strided view of the pairs arrives at run time (``b.mT``) would
+    fail, or worse.
+    """
     if not is_complex(x) or layout == "complex":
         return x
     parts = pairs_of(x)
@@ -207,7 +330,7 @@ def boundary_example(x: Any, layout: Layout) -> Any:
 
 
 def enter(x: Any, complex_input: bool, layout: Layout) -> Any:
-    """A boundary input as the value the functional graph expects."""
+    """Return a boundary input as the value the functional graph expects."""
     if not complex_input:
         return x
     if layout == "planar":
@@ -219,8 +342,11 @@ def enter(x: Any, complex_input: bool, layout: Layout) -> Any:
 
 
 def leave(x: Any, layout: Layout, stride: tuple[int, ...] | None = None) -> Any:
-    """A graph output in the boundary layout; with ``stride`` (eager's, in the output's own
-    elements), laid out with those strides where a real or ``"interleaved"`` output has others."""
+    """Return a graph output in the boundary layout.
+
+    With ``stride`` (eager's, in the output's own elements), it is laid out with those strides
+    where a real or ``"interleaved"`` output has others.
+    """
     if not isinstance(x, ComplexTensor):
         return _restrided(x, stride) if stride is not None and isinstance(x, torch.Tensor) else x
     if layout == "planar":
@@ -241,17 +367,22 @@ def leave(x: Any, layout: Layout, stride: tuple[int, ...] | None = None) -> Any:
 
 
 def _restrided(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
-    """``x`` with strides ``stride``, where it has others: a copy into a buffer with those
-    strides, which a compiler writes in place (Inductor keeps the strides of its graph's
-    outputs)."""
+    """Return ``x`` with strides ``stride``, where it has others.
+
+    That is a copy into a buffer with those strides, which a compiler writes in place (Inductor
+    keeps the strides of its graph's outputs).
+    """
     if not needs_restride(x.shape, x.stride(), stride):
         return x
     return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 
 
 def resolve_lazy_bits(gm: fx.GraphModule, signature: Boundary) -> None:
-    """Complex placeholders first pass through resolve_conj/resolve_neg (no-ops unless the
-    caller passes a lazy conj/neg view, which the traced view_as_real could not read)."""
+    """Pass complex placeholders through resolve_conj/resolve_neg first.
+
+    These are no-ops unless the caller passes a lazy conj/neg view, which the traced
+    view_as_real could not read.
+    """
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, is_complex in zip(placeholders, signature.input_complex):
         if not is_complex:
@@ -304,21 +435,27 @@ def _is_boundary_conversion(node: fx.Node) -> bool:
 
 
 def split(z: torch.Tensor, layout: Layout = "planar") -> torch.Tensor:
-    """Complex (*shape) -> real (2, *shape) planar, in one copy pass (differentiable); or, for
-    the "interleaved" layout, its (re, im) pairs (*shape, 2) as a view where it can be one.
+    """Split complex (*shape) into real (2, *shape) planar, in one copy pass (differentiable).
+
+    For the "interleaved" layout, return its (re, im) pairs (*shape, 2), as a view where it can
+    be one.
 
     ``stack`` of the real/imag views (which also resolves lazy conj/neg bits) is one pass;
     ``view_as_real(z).movedim(-1, 0).contiguous()`` is a transposing copy, several times
-    slower (docs/benchmarks.md, "Measurements behind design choices")."""
+    slower (docs/benchmarks.md, "Measurements behind design choices").
+    """
     if layout == "interleaved":
         return pairs_of(z)
     return torch.stack([z.real, z.imag])
 
 
 def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Real ``(*shape, 2)`` interleaved -> complex ``(*shape)`` (of ``dtype`` if given): a view
-    where ``x``'s strides allow one (the pairs adjacent, every other stride even), else a copy
-    first. float16 pairs make complex32 (a copy: :func:`realify.runtime.dtypes.complex_of`)."""
+    """Turn real ``(*shape, 2)`` interleaved pairs into complex ``(*shape)`` (of ``dtype`` if given).
+
+    The result is a view where ``x``'s strides allow one (the pairs adjacent, every other stride
+    even), else a copy first. float16 pairs make complex32 (a copy:
+    :func:`realify.runtime.dtypes.complex_of`).
+    """
     if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
         x = x.contiguous()
     z = complex_of(x[..., 0], x[..., 1]) if x.dtype == torch.float16 else torch.view_as_complex(x)
@@ -326,8 +463,9 @@ def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch
 
 
 class RealCall:
-    """Calls a real program with the caller's tensors, as :class:`Boundary` describes it: the
-    one place where a real program meets complex tensors at run time (the compile backend's
+    """Calls a real program with the caller's tensors, as :class:`Boundary` describes it.
+
+    The one place where a real program meets complex tensors at run time (the compile backend's
     compiled graphs, ``realify.ComplexCallAdapter``'s exported programs).
 
     Per call: complex inputs into their layout (:func:`split`, or pairs of the boundary's
@@ -344,7 +482,8 @@ class RealCall:
     program reads every input before it writes any, where eager's later reads would see the
     write) and returns what this returns instead: the backend runs dynamo's captured graph
     eagerly, export raises. ``appended`` are inputs passed after the caller's at every call
-    (the same tensors each time); ``autocast_off`` runs the program with autocast off."""
+    (the same tensors each time); ``autocast_off`` runs the program with autocast off.
+    """
 
     def __init__(self, program: Callable, boundary: Boundary, *,
                  on_shared_write: Callable[[tuple, int, int], Any] | None = None,
@@ -381,6 +520,7 @@ class RealCall:
         return lambda z: pairs_of(z).to(pair_dtype).contiguous()
 
     def __call__(self, *args: Any) -> Any:
+        """Run the program on the caller's flat inputs and return its user outputs, in the program's structure."""
         if self.on_shared_write is not None:
             overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed)
             if overlap is not None:
@@ -414,16 +554,18 @@ class RealCall:
 
 
 def to_complex(x: torch.Tensor, layout: Layout, dtype: torch.dtype) -> torch.Tensor:
-    """A complex output of a real program, from ``layout``, as a ``dtype`` tensor."""
+    """Return a complex output of a real program, from ``layout``, as a ``dtype`` tensor."""
     if layout == "planar":
         return complex_of(x[0], x[1]).to(dtype)
     return x if layout == "complex" else pairs_to_complex(x, dtype)
 
 
 def _write(target: torch.Tensor, new: torch.Tensor, layout: Layout) -> None:
-    """The program's new value of an input it writes in place, into the caller's tensor;
-    nothing to do where the program wrote through the caller's memory itself (an exported
-    program writes the pairs it was given, a view of the input where the input is contiguous)."""
+    """Write the program's new value of an input it writes in place into the caller's tensor.
+
+    Nothing to do where the program wrote through the caller's memory itself (an exported
+    program writes the pairs it was given, a view of the input where the input is contiguous).
+    """
     if _same_address(new, target) and target.dtype != torch.complex32:
         same = pairs_of(target) if target.dtype.is_complex else target
         if same.dtype == new.dtype and same.shape == new.shape and same.stride() == new.stride():
@@ -432,15 +574,18 @@ def _write(target: torch.Tensor, new: torch.Tensor, layout: Layout) -> None:
 
 
 def region_of(x: torch.Tensor, region: Region) -> torch.Tensor:
-    """The view of ``x`` that ``region`` names."""
+    """Return the view of ``x`` that ``region`` names."""
     for dim, start, end, step in region:
         x = x[(slice(None),) * dim + (slice(start, end, step),)]
     return x
 
 
 def _same_address(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` start at one address; False for tensors without memory (fake
-    tensors: DDPOptimizer runs each compiled piece on fake inputs to trace the next)."""
+    """Whether ``a`` and ``b`` start at one address.
+
+    False for tensors without memory (fake tensors: DDPOptimizer runs each compiled piece on
+    fake inputs to trace the next).
+    """
     if isinstance(a, FakeTensor) or isinstance(b, FakeTensor):
         return False
     try:

@@ -35,16 +35,21 @@ def answer_aten_ops_with(handler: AtenHandler) -> None:
 
 
 def add_torch_function_hook(hook: FunctionHook) -> None:
-    """Ask ``hook`` about every torch function called on a ComplexTensor, after the hooks added
-    before it."""
+    """Ask ``hook`` about every torch function called on a ComplexTensor.
+
+    Hooks are asked in the order they were added; adding one again changes nothing.
+    """
     if hook not in _function_hooks:
         _function_hooks.append(hook)
 
 
 def _one_shape(a: torch.Size, b: torch.Size) -> bool:
-    """Whether two shapes are one. Data-dependent sizes (a part sliced at points read from a
-    tensor, each part's own unbacked size) cannot be compared in a trace: they are taken as
-    equal and recorded so, one size from here on, checked at run time."""
+    """Tell whether two shapes are one.
+
+    Data-dependent sizes (a part sliced at points read from a tensor, each part's own unbacked
+    size) cannot be compared in a trace: they are taken as equal and recorded so, one size from
+    here on, checked at run time.
+    """
     if len(a) != len(b):
         return False
     if not any(isinstance(n, torch.SymInt) for n in (*a, *b)):
@@ -64,8 +69,10 @@ def _not_tensors_message(re: Any, im: Any) -> str:
 
 
 def _parts_dtype_message(re: torch.dtype, im: torch.dtype) -> str:
-    """What is wrong with two parts' dtypes, and the fix for that case: casting is right for
-    integer parts, and would drop the imaginary part of complex ones."""
+    """Say what is wrong with two parts' dtypes, and the fix for that case.
+
+    Casting is right for integer parts, and would drop the imaginary part of complex ones.
+    """
     got = f"got re={re}, im={im}"
     if re.is_complex or im.is_complex:
         return (f"ComplexTensor(re, im) takes the real and imaginary parts as real tensors, {got}: "
@@ -81,13 +88,64 @@ def _parts_dtype_message(re: torch.dtype, im: torch.dtype) -> str:
 
 
 class ComplexTensor(torch.Tensor):
-    """Planar complex tensor: ``self.re`` and ``self.im`` are real tensors of one shape."""
+    """A complex tensor stored as two real tensors, its real and imaginary parts (planar layout).
+
+    It behaves as a complex tensor of dtype complex32, complex64 or complex128 (for float16,
+    float32 or float64 parts): each aten op called on it runs through realify's rule table as
+    real ops on ``re`` and ``im``, and its complex results are ComplexTensors too. This is the
+    eager front end, which needs no compiler; it is also what :func:`realify.decompose` traces.
+
+    Parameters
+    ----------
+    re : torch.Tensor
+        The real parts: float16, float32 or float64.
+    im : torch.Tensor
+        The imaginary parts, of the dtype, shape and device of ``re``.
+
+    Attributes
+    ----------
+    re : torch.Tensor
+        The real parts (``re`` itself, detached where it requires grad).
+    im : torch.Tensor
+        The imaginary parts.
+
+    Raises
+    ------
+    TypeError
+        ``re`` or ``im`` is not a tensor, or their dtypes are not one real floating dtype (for
+        a complex tensor ``z``, use :meth:`from_complex` rather than casting it).
+    ValueError
+        The parts differ in shape or device.
+
+    See Also
+    --------
+    from_complex : the parts of an ordinary complex tensor.
+    from_pairs : the parts of a real ``(..., 2)`` tensor of (re, im) pairs.
+
+    Notes
+    -----
+    Where ``re`` or ``im`` requires grad (and grad mode is on), the ComplexTensor does too: the
+    gradient reaching it flows back to the parts as its real and imaginary parts.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import realify
+    >>> z = realify.ComplexTensor(torch.tensor([1.0, 3.0]), torch.tensor([2.0, -1.0]))
+    >>> z.dtype, z.shape
+    (torch.complex64, torch.Size([2]))
+    >>> z * z
+    ComplexTensor(re=tensor([-3.,  8.]), im=tensor([ 4., -6.]))
+    >>> torch.allclose(torch.exp(z).to_complex(), torch.exp(torch.tensor([1 + 2j, 3 - 1j])))
+    True
+    """
 
     re: torch.Tensor
     im: torch.Tensor
 
     @staticmethod
     def __new__(cls, re: torch.Tensor, im: torch.Tensor) -> ComplexTensor:
+        """Check the parts and wrap them as one complex tensor (see the class docstring)."""
         if not isinstance(re, torch.Tensor) or not isinstance(im, torch.Tensor):
             raise TypeError(_not_tensors_message(re, im))
         if re.dtype not in REAL_TO_COMPLEX or im.dtype != re.dtype:
@@ -121,14 +179,81 @@ class ComplexTensor(torch.Tensor):
 
     @staticmethod
     def from_pairs(pairs: torch.Tensor) -> ComplexTensor:
-        """The complex tensor whose (re, im) pairs are the last dimension of a real (..., 2)
-        tensor: its parts are views of ``pairs`` (no copy)."""
+        """Return the complex tensor whose (re, im) pairs are the last dimension of a real tensor.
+
+        Its parts are views of ``pairs`` (no copy), so writes to either show in the other.
+
+        Parameters
+        ----------
+        pairs : torch.Tensor
+            A real ``(..., 2)`` tensor (float16, float32 or float64): ``pairs[..., 0]`` the
+            real parts, ``pairs[..., 1]`` the imaginary parts, as ``torch.view_as_real`` lays
+            them out.
+
+        Returns
+        -------
+        ComplexTensor
+            Of shape ``pairs.shape[:-1]``, and the complex dtype whose parts have ``pairs``'s dtype.
+
+        Raises
+        ------
+        TypeError
+            ``pairs`` is not of a real floating dtype.
+        ValueError
+            The last dimension of ``pairs`` is not of size 2.
+
+        Examples
+        --------
+        >>> import torch
+        >>> import realify
+        >>> pairs = torch.tensor([[1.0, 2.0], [3.0, -1.0]])
+        >>> z = realify.ComplexTensor.from_pairs(pairs)
+        >>> z
+        ComplexTensor(re=tensor([1., 3.]), im=tensor([ 2., -1.]))
+        >>> torch.equal(z.to_complex(), torch.view_as_complex(pairs))
+        True
+        """
+        if pairs.dim() == 0 or pairs.shape[-1] != 2:
+            raise ValueError(f"ComplexTensor.from_pairs needs a real (..., 2) tensor of (re, im) pairs, got shape "
+                             f"{tuple(pairs.shape)}; for separate parts call ComplexTensor(re, im)")
         return ComplexTensor(pairs[..., 0], pairs[..., 1])
 
     # ---- conversion -------------------------------------------------------------------
     @staticmethod
     def from_complex(t: torch.Tensor) -> ComplexTensor:
-        """Split an ordinary complex tensor into planar parts (differentiable)."""
+        """Split an ordinary complex tensor into its real and imaginary parts.
+
+        The parts are views of ``t``'s storage (no copy; a lazily conjugated or negated ``t`` is
+        resolved first, and complex32 goes through a complex64 copy), and the split is
+        differentiable: a gradient reaching the ComplexTensor flows back to ``t``.
+
+        Parameters
+        ----------
+        t : torch.Tensor
+            A complex tensor (complex32, complex64 or complex128); a ComplexTensor is returned
+            as it is.
+
+        Returns
+        -------
+        ComplexTensor
+            The values of ``t``, its parts of the matching real dtype.
+
+        Raises
+        ------
+        TypeError
+            ``t`` is not complex (build a real tensor's ComplexTensor with
+            ``ComplexTensor(re, torch.zeros_like(re))``).
+
+        Examples
+        --------
+        >>> import torch
+        >>> import realify
+        >>> z = realify.ComplexTensor.from_complex(torch.tensor([1 + 2j, 3 - 1j]))
+        >>> z.re, z.im
+        (tensor([1., 3.]), tensor([ 2., -1.]))
+        >>> realify.ComplexTensor.from_complex(z) is z
+        True
+        """
         if isinstance(t, ComplexTensor):
             return t
         if not t.dtype.is_complex:
@@ -138,7 +263,36 @@ class ComplexTensor(torch.Tensor):
         return ComplexTensor(parts[..., 0], parts[..., 1])
 
     def to_complex(self) -> torch.Tensor:
-        """An ordinary (interleaved) complex tensor with the same values (differentiable)."""
+        """Return an ordinary (interleaved) complex tensor with the same values.
+
+        The conversion is differentiable: where the ComplexTensor requires grad, the gradient of
+        the result flows back to it (and on to the parts it was built from).
+
+        Returns
+        -------
+        torch.Tensor
+            A plain complex tensor of this tensor's shape and dtype.
+
+        Raises
+        ------
+        None
+            The parts are always valid (the constructor checked them).
+
+        Examples
+        --------
+        >>> import torch
+        >>> import realify
+        >>> z = torch.tensor([1 + 2j, 3 - 1j], requires_grad=True)
+        >>> w = realify.ComplexTensor.from_complex(z)
+        >>> out = (w * w.conj()).to_complex()
+        >>> type(out).__name__, out.dtype
+        ('Tensor', torch.complex64)
+        >>> out
+        tensor([ 5.+0.j, 10.+0.j], grad_fn=<...>)
+        >>> out.real.sum().backward()
+        >>> z.grad
+        tensor([2.+4.j, 6.-2.j])
+        """
         if self.requires_grad:
             return _Disassemble.apply(self)
         return complex_of(self.re, self.im)
@@ -177,9 +331,12 @@ class ComplexTensor(torch.Tensor):
 
 
 def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None:
-    """Strides of the complex tensor the parts describe: halved when the parts are the two
-    halves of one interleaved storage (as from_complex makes them), the parts' own otherwise,
-    and contiguous (None) when the parts disagree, or may (strides read from data)."""
+    """Return the strides of the complex tensor the parts describe.
+
+    They are halved when the parts are the two halves of one interleaved storage (as
+    from_complex makes them), the parts' own otherwise, and contiguous (None) when the parts
+    disagree, or may (strides read from data).
+    """
     if not all(guard_or_false(a == b) for a, b in zip(re.stride(), im.stride())):
         return None
     if _interleaved(re, im) and all(s % 2 == 0 for s in re.stride()):
