@@ -83,13 +83,13 @@ test: $(call STAMP,test)
 
 # A representative subset of the suite, at most 5 minutes on 2 cores (docs/testing.md): the
 # engine's core and the eager ComplexTensor, the compile backend (Inductor, autograd, mutation,
-# layouts), export and ONNX Runtime, the errors, packaging, the command line, and the
-# differential fuzzer with a tenth of its programs. Left to make test: the slowest cases of those
+# layouts), export and ONNX Runtime, the errors, packaging, the command line, the API
+# reference's docstrings and examples, and the differential fuzzer with a tenth of its programs. Left to make test: the slowest cases of those
 # files (QUICK_SKIP: the recurrent layers' export, ONNX Runtime's special values, Inductor's
 # on-disk caches and options, the table of writes to inputs of every layout) and the demo and
 # third-party-model runs of the command line. make test runs everything here and more.
 QUICK_TESTS := tests/test_core.py tests/test_backend.py tests/test_export.py tests/test_errors.py \
-	tests/test_packaging.py tests/test_cli.py tests/test_fuzz.py
+	tests/test_packaging.py tests/test_cli.py tests/test_docstrings.py tests/test_fuzz.py
 QUICK_SKIP := real_recurrent_layers or onnx_special_values or second_compile_of_the_same_graph or \
 	torch_compile_mode_and_options or writes_to_inputs_of_every_layout or demo_runs_every_example or \
 	third_party_models or burgers
