@@ -177,6 +177,9 @@ def export(
     module = program if isinstance(program, torch.nn.Module) else _FunctionModule(program)
     complex_ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     _check_supported(complex_ep)
+    if not complex_values_in(complex_ep):
+        # realify rewrites complex values only: a real program leaves as torch.export made it
+        return _as_realify_program(complex_ep, len(tree_leaves((args, kwargs or {}))))
     kwargs = reorder_kwargs(dict(kwargs or {}), complex_ep.call_spec.in_spec)
 
     gm = complex_ep.graph_module
@@ -211,13 +214,30 @@ def export(
         contiguous_pairs=True,
         **_eager_layouts(signature_of(real_gm), wiring),
     )
+    _attach(real_ep, signature)
+    log.debug("export: %d complex input(s), %d complex output(s)",
+              sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
+    return real_ep
+
+
+def _attach(real_ep: ExportedProgram, signature: Boundary) -> None:
     real_ep.graph_module.meta[SIGNATURE_KEY] = signature
     # the same, as versioned JSON where torch.export.save keeps it: the program stays callable with complex tensors
     real_ep.graph_module.meta.setdefault("custom", {})[DESCRIPTION_KEY] = describe(signature)
     _check_inputs_of_module(real_ep)
-    log.debug("export: %d complex input(s), %d complex output(s)",
-              sum(d is not None for d in signature.inputs), sum(d is not None for d in signature.outputs))
-    return real_ep
+
+
+def _as_realify_program(ep: ExportedProgram, input_count: int) -> ExportedProgram:
+    """Return torch.export's program of a real program as realify.export's.
+
+    It is the same program, with a boundary that has no complex input or output (which
+    ComplexCallAdapter and saved programs read).
+    """
+    signature = Boundary(inputs=(None,) * input_count, outputs=_output_dtypes(ep), out_spec=ep.call_spec.out_spec,
+                         input_layout="interleaved", output_layout="interleaved", contiguous_pairs=True)
+    _attach(ep, signature)
+    log.debug("export: no complex value in the program; torch.export's program returned as it is")
+    return ep
 
 
 def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:
@@ -271,17 +291,30 @@ def check_real_program(ep: ExportedProgram) -> None:
 
     The error names each node, state entry or constant that still holds one.
     """
-    leaks = []
-    for node in ep.graph.nodes:
-        arguments = tree_leaves((node.args, node.kwargs))
-        if (any(is_complex(v) for v in tree_leaves(node.meta.get("val")))
-                or any(isinstance(a, complex) or (isinstance(a, torch.dtype) and a.is_complex) for a in arguments)):
-            leaks.append(f"{node.op} {node.name}: {node.format_node()}")
-    for name, value in list(ep.state_dict.items()) + list(ep.constants.items()):
-        if is_complex(value):
-            leaks.append(f"state {name}: {value.dtype}")
+    leaks = complex_values_in(ep)
     if leaks:
         raise ComplexLeakError("complex values remain in the exported program:\n  " + "\n  ".join(leaks[:10]))
+
+
+def complex_values_in(ep: ExportedProgram) -> list[str]:
+    """Return what in ``ep`` holds a complex value.
+
+    These are the nodes (of the program's graph and the graphs nested in it) that hold a
+    complex value, take a complex number or name a complex dtype, and the state entries and
+    constants of a complex dtype, each described on a line.
+    """
+    found = []
+    for module in ep.graph_module.modules():
+        for node in module.graph.nodes if isinstance(module, fx.GraphModule) else ():
+            arguments = tree_leaves((node.args, node.kwargs))
+            if (any(is_complex(v) for v in tree_leaves(node.meta.get("val")))
+                    or any(isinstance(a, complex) or (isinstance(a, torch.dtype) and a.is_complex)
+                           for a in arguments)):
+                found.append(f"{node.op} {node.name}: {node.format_node()}")
+    for name, value in list(ep.state_dict.items()) + list(ep.constants.items()):
+        if is_complex(value):
+            found.append(f"state {name}: {value.dtype}")
+    return found
 
 
 # ---- step 1: the complex program ------------------------------------------------------------

@@ -6,21 +6,30 @@ torch's module database (``torch.testing._internal.common_modules.module_db``, a
   Runtime. Where any of them fails, or torch.export's program does not give eager's values, the
   entry is skipped, naming the stage and the exception: realify is asked to export what
   torch.onnx exports, not more;
-- ``realify.export`` computes with the same ops as torch.export: the same ops, counted, once
-  both programs are decomposed to core ATen by the same table (why that table, below);
-- realify's program gives eager's values, and ``realify.onnx.to_onnx`` of it runs in ONNX Runtime
-  with eager's values (or, where ONNX Runtime's kernels miss those, torch.onnx's own model's).
+- alone, the module leaves ``realify.export`` as torch.export made it: the same graph, op for op
+  (a program with no complex value skips realify's trace);
+- beside a complex value (the module's call and ``z * z`` of another input, in one program:
+  ``BesideComplex``), realify's trace runs over the module's ops too: the program computes with
+  torch.export's ops for the module plus realify's for ``z * z`` alone, counted once both are
+  decomposed to core ATen by the same table (why that table, below);
+- each time realify's program gives eager's values, and ``realify.onnx.to_onnx`` of it runs in
+  ONNX Runtime with eager's values (or, where ONNX Runtime's kernels miss those, torch.onnx's
+  own model's).
 
 Float32 values, with torch.testing's default float32 tolerances. An entry realify fails is a
 failure (known ones: strict xfails, KNOWN below, with the reason).
 
-An entry takes about 5 seconds (two ONNX exports; the transformers up to 20), the whole table
-about 10 minutes on two cores: it runs with ``-m slow``. The default suite runs every STRIDE-th
-entry, a minute: the table lists modules by family, so a stride samples the families (pooling,
-activations, losses, attention, recurrent layers, padding) rather than one of them.
+An entry takes about 5 seconds alone and 5 beside a complex value (two ONNX exports each; the
+transformers up to 20), the whole table about 20 minutes on two cores: it runs with ``-m slow``.
+The default suite runs every STRIDE-th entry, both ways: the table lists modules by family, so
+a stride samples the families (pooling, activations, losses, attention, recurrent layers,
+padding) rather than one of them.
 """
 
 from __future__ import annotations
+
+import collections
+import functools
 
 import pytest
 import torch
@@ -28,8 +37,11 @@ import torch
 import realify
 from realify.onnx import to_onnx
 from realify.tools.real_modules import (
+    SIDE_VALUE,
+    ComplexSide,
     Reference,
     ReferenceFailure,
+    beside_complex,
     core_aten_ops,
     op_differences,
     plain_reference,
@@ -40,22 +52,19 @@ from realify.tools.real_modules import (
 # what torch says about its own modules while building and exporting them (an RNN's flat weights
 # list, the oneDNN flags its cell decompositions set, KLDivLoss's coming change of reduction, the
 # transformers' nested tensors): nothing of realify's
-pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes self._flat_weights",
+pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes self.*_flat_weights",
                                         "ignore:TF32 acceleration on top of oneDNN",
                                         "ignore:reduction. 'mean' divides the total loss",
                                         "ignore:enable_nested_tensor is True")
 
 # every twelfth entry in the default suite: 10 of the 114 entries (pooling, activations, losses,
-# attention, a recurrent layer, padding), about a minute
+# attention, a recurrent layer, padding), about two minutes both ways
 STRIDE = 12
 
-# Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real module:
-# module name -> why. Strict xfails: an entry that starts to pass fails until it is removed here.
+# Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real module
+# beside a complex value: module name -> why. Strict xfails: an entry that starts to pass fails
+# until it is removed here.
 KNOWN = {
-    "nn.Bilinear": (
-        "realify.onnx cannot export it where torch.onnx can: realify's trace decomposes the composite aten.bilinear "
-        "(which torch.export keeps and torch.onnx translates) into aten._trilinear, which torch.onnx has no "
-        "translation for (DispatchError: No ONNX function found for aten._trilinear)"),
     "nn.BCEWithLogitsLoss": (
         "realify.export's program does not hold aten.binary_cross_entropy_with_logits, which torch.export keeps: "
         "torch.func.functionalize, which realify's trace runs, traces the op's CompositeExplicitAutograd kernel "
@@ -64,31 +73,61 @@ KNOWN = {
 }
 
 
+# entries whose ONNX form comes from realify.onnx's own translations (aten._trilinear, which
+# torch.onnx lacks): the default suite runs them too, as it runs the known failures
+ONNX_FORMS = {"nn.Bilinear"}
+
+
 def _params():
     for index, info in enumerate(real_modules()):
-        marks = [] if index % STRIDE == 0 else [pytest.mark.slow]
-        if info.name in KNOWN:
-            marks.append(pytest.mark.xfail(reason=KNOWN[info.name], strict=True))
-        yield pytest.param(info, id=info.name, marks=marks)
+        for beside in (False, True):
+            marks = [] if index % STRIDE == 0 or info.name in KNOWN or info.name in ONNX_FORMS else [pytest.mark.slow]
+            if beside and info.name in KNOWN:
+                marks.append(pytest.mark.xfail(reason=KNOWN[info.name], strict=True))
+            yield pytest.param(info, beside, id=f"{info.name}-{'beside_complex' if beside else 'alone'}", marks=marks)
 
 
-@pytest.mark.parametrize("info", list(_params()))
-def test_real_module_passes_through_untouched(info):
+@pytest.mark.parametrize(("info", "beside"), list(_params()))
+def test_real_module_passes_through_untouched(info, beside):
     try:
         reference = plain_reference(info)
     except ReferenceFailure as failure:
         pytest.skip(f"plain PyTorch does not export {info.name}: {failure}")
     if reference is None:
         pytest.skip(f"the module database gives no float32 sample for {info.name}")
-    case = reference.case
+    if not beside:
+        case = reference.case
+        program = realify.export(case.module, case.args, case.kwargs)
+        assert _call_targets(program) == _call_targets(reference.program)
+        torch.testing.assert_close(case.outputs(program.module()), reference.eager, equal_nan=True)
+        _assert_onnx_values(run_onnx(to_onnx(program), case.inputs), reference)
+        return
+    case = beside_complex(reference.case)
+    side = torch.tensor(SIDE_VALUE)
     program = realify.export(case.module, case.args, case.kwargs)
     _assert_same_ops(program, reference)
-    torch.testing.assert_close(case.outputs(program.module()), reference.eager, equal_nan=True)
-    _assert_onnx_values(run_onnx(to_onnx(program), case.inputs), reference)
+    *outputs, product = case.outputs(realify.ComplexCallAdapter(program))
+    torch.testing.assert_close(outputs, reference.eager, equal_nan=True)
+    torch.testing.assert_close(product, side * side)
+    *outputs, pairs = run_onnx(to_onnx(program), [torch.view_as_real(side), *reference.case.inputs])
+    _assert_onnx_values(outputs, reference)
+    torch.testing.assert_close(pairs, torch.view_as_real(side * side))
+
+
+def _call_targets(program: torch.export.ExportedProgram) -> list[str]:
+    return [str(node.target) for node in program.graph.nodes if node.op == "call_function"]
+
+
+@functools.cache
+def _side_ops() -> collections.Counter[str]:
+    """realify's ops for the complex side value alone, in core ATen."""
+    return core_aten_ops(realify.export(ComplexSide(), (torch.tensor(SIDE_VALUE),)))
 
 
 def _assert_same_ops(program: torch.export.ExportedProgram, reference: Reference) -> None:
-    """Both programs decomposed to core ATen by the same table before their ops are counted.
+    """realify's program computes with torch.export's ops for the module and realify's for the side value.
+
+    Both programs are decomposed to core ATen by the same table before their ops are counted.
     realify's program is not torch.export's op for op as it stands, by design: realify traces the
     program again (make_fx under functionalization), which decomposes the composite ops
     torch.export keeps (linear becomes t and addmm, bilinear _trilinear), writes views as
@@ -96,11 +135,13 @@ def _assert_same_ops(program: torch.export.ExportedProgram, reference: Reference
     in place; and it writes LSTM, GRU and RNN layers as their cells (RECURRENT_FORMS, where
     torch.export keeps aten.lstm). Core ATen, the form torch.onnx itself decomposes to, spells
     each computation one way, and the table includes realify's recurrent forms, so what is left
-    to differ is what realify computes otherwise."""
-    differences = op_differences(core_aten_ops(program), core_aten_ops(reference.program))
+    to differ is what realify computes otherwise.
+    """
+    expected = core_aten_ops(reference.program) + _side_ops()
+    differences = op_differences(core_aten_ops(program), expected)
     assert not differences, (
-        f"realify.export's program computes with other ops than torch.export's, both in core ATen "
-        f"(op: (torch.export's count, realify's)): {differences}")
+        f"realify.export's program computes with other ops than torch.export's for the module plus realify's for "
+        f"the side value, all in core ATen (op: (expected count, realify's)): {differences}")
 
 
 def _assert_onnx_values(actual: list[torch.Tensor], reference: Reference) -> None:

@@ -52,6 +52,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     # onnxscript functions: imported here, as the modules that import onnxscript are only
     # imported when a program is exported (optional_imports)
     from .cholesky import linalg_cholesky_ex
+    from .contractions import trilinear
     from .fft import fft_c2c, fft_c2c_pairs, fft_c2r, fft_r2c, fft_r2c_pairs
     from .overlap_add import unfold_backward
     from .pointwise import atan2, copysign, expm1, hypot, log1p, signbit, straight_through, where
@@ -86,4 +87,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         # ONNX has no Cholesky: the complex rule's real factorization (realify/rules/linalg.py),
         # unrolled
         torch.ops.aten.linalg_cholesky_ex.default: linalg_cholesky_ex,
+        # realify's trace writes nn.Bilinear (which torch.export keeps, and torch.onnx translates) as
+        # aten._trilinear, which torch.onnx has no translation for
+        torch.ops.aten._trilinear.default: trilinear,
     }

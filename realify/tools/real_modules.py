@@ -52,6 +52,39 @@ class ModuleCase:
         return tensors_of((self.args, self.kwargs))
 
 
+# the complex value a real module runs beside (exact values, a signed zero among them)
+SIDE_VALUE = (1 + 2j, -0.0 + 3j, 0.5 - 1j)
+
+
+class ComplexSide(torch.nn.Module):
+    """The complex computation a real module runs beside: ``z * z``."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z * z
+
+
+class BesideComplex(torch.nn.Module):
+    """A real module called as it is, beside :class:`ComplexSide` of another input.
+
+    realify's trace then runs over the real module's ops too, as in a program that mixes real
+    layers with complex ones; a program with no complex value leaves realify.export as
+    torch.export made it, without that trace.
+    """
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module = module
+        self.side = ComplexSide()
+
+    def forward(self, z: torch.Tensor, *args: Any, **kwargs: Any) -> tuple:
+        return self.module(*args, **kwargs), self.side(z)
+
+
+def beside_complex(case: ModuleCase) -> ModuleCase:
+    """The same call, of :class:`BesideComplex` with the complex side value as its first input."""
+    return ModuleCase(BesideComplex(case.module), (torch.tensor(SIDE_VALUE), *case.args), case.kwargs)
+
+
 def tensors_of(tree: Any) -> list[torch.Tensor]:
     return [x for x in tree_leaves(tree) if isinstance(x, torch.Tensor)]
 
