@@ -22,6 +22,7 @@ from torch._functorch import predispatch
 from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch.utils._pytree import tree_leaves
 
+from ..rules._contract import in_place_refusal
 from ..runtime.ops import fusion_barrier
 from .grad_semantics import GradSemantics
 
@@ -63,6 +64,8 @@ class DynamoGraphRunner(fx.Interpreter):
         self.decompositions = decompositions or {}  # ops whose nodes run as these functions instead
 
     def run_node(self, n: fx.Node) -> Any:
+        if n.op in ("call_function", "call_method"):
+            self._check_in_place(n)
         semantics = self.grad_semantics
         if semantics is None or not semantics.active or n.op not in ("call_function", "call_method", "call_module"):
             return super().run_node(n)
@@ -70,6 +73,16 @@ class DynamoGraphRunner(fx.Interpreter):
         with fx_traceback.set_current_meta(n):  # what it adds to the trace is placed at the node's line
             return semantics.call(lambda: super(DynamoGraphRunner, self).run_node(n), n.target, args, kwargs,
                                   lambda: tree_leaves(list(self.env.values())))
+
+    def _check_in_place(self, n: fx.Node) -> None:
+        # eager's refusal of a complex result written into a real tensor, which the functional
+        # form of the call (realify/rules/_contract.py) no longer shows
+        func = getattr(torch.Tensor, n.target, None) if n.op == "call_method" else n.target
+        if func is not None and isinstance(n.args[0] if n.args else None, fx.Node):
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            error = in_place_refusal(func, args, kwargs, where=lambda: source_line(n))
+            if error is not None:
+                raise error
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         self.level_offset = torch._C._functorch.maybe_current_level() or 0

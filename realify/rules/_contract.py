@@ -20,11 +20,13 @@ cached by op and operand dtypes, ranks and other arguments.
 from __future__ import annotations
 
 import contextlib
+import operator
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
 from torch._ops import OpOverload
 from torch._prims_common import is_contiguous_or_false
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -62,6 +64,39 @@ def refusal(func: OpOverload, args: tuple, kwargs: dict,
     return _as_raised(func, error, where, dtypes) if error is not None else None
 
 
+# x += z as dynamo records it
+_AUGMENTED_ASSIGNMENTS = frozenset({operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ipow,
+                                    operator.imatmul})
+
+
+def in_place_refusal(func: Callable, args: tuple, kwargs: dict,
+                     where: Callable[[], str | None] | None = None) -> BaseException | None:
+    """The exception eager raises for an in-place call of the program (``x.add_(z)``, ``x += z``)
+    whose complex result would be written into the real tensor ``x``, or None.
+
+    Functionalization writes such a call as the out-of-place op and a copy, both of which eager
+    takes (the copy drops the imaginary part), so the refusal is checked on the call as written:
+    eager raises on probes of the operands' dtypes and runs where ``x``'s probe is complex."""
+    name = getattr(func, "_opname", None) or getattr(func, "__name__", "")  # aten.add_.Tensor: "add_"
+    in_place = ((name.endswith("_") and not name.startswith("_")) or (name.startswith("__i") and name.endswith("__"))
+                or func in _AUGMENTED_ASSIGNMENTS)
+    target = args[0] if args else None
+    if not (in_place and isinstance(target, torch.Tensor) and not target.is_complex()):
+        return None
+    leaves, spec = tree_flatten((args, kwargs))
+    if not any(isinstance(x, complex) or (isinstance(x, torch.Tensor) and x.is_complex()) for x in leaves[1:]):
+        return None
+    dtypes = {x.dtype for x in leaves if isinstance(x, torch.Tensor)}
+    with _probing():
+        error = _run_probes(func, leaves, spec, lambda i, x: x.dtype, 1)
+        if error is None:
+            return None
+        complex_target = _promoted(dtypes | {torch.complex64})
+        if _run_probes(func, leaves, spec, lambda i, x: complex_target if i == 0 else x.dtype, 1) is not None:
+            return None  # refused with a complex target too: not the write into a real tensor
+    return _as_raised(func, error, where, dtypes)
+
+
 def eager_error(func: OpOverload, args: tuple, kwargs: dict,
                 where: Callable[[], str | None] | None = None) -> BaseException | None:
     """Where a rule failed on a call: the exception eager raises for the same call on probes of
@@ -78,7 +113,7 @@ def eager_error(func: OpOverload, args: tuple, kwargs: dict,
     return _as_raised(func, errors[0], where, {x.dtype for x in leaves if isinstance(x, torch.Tensor)})
 
 
-def _as_raised(func: OpOverload, error: BaseException, where: Callable[[], str | None] | None,
+def _as_raised(func: Callable, error: BaseException, where: Callable[[], str | None] | None,
                dtypes: set) -> BaseException:
     """``error``'s type and message, the user's line and the call's dtypes appended; its
     ``eager_refusal`` attribute names the op."""
@@ -134,7 +169,7 @@ def _probe(func: OpOverload, leaves: list, spec, dtypes: set) -> BaseException |
     return None
 
 
-def _run_probes(func: OpOverload, leaves: list, spec, dtype_of: Callable[[int, torch.Tensor], torch.dtype],
+def _run_probes(func: Callable, leaves: list, spec, dtype_of: Callable[[int, torch.Tensor], torch.dtype],
                 fill: int) -> BaseException | None:
     """What eager raises for ``func`` on probes of ``leaves`` (None: it runs)."""
     probes = [_probe_of(x, dtype_of(i, x), fill) if isinstance(x, torch.Tensor) else _concrete(x)
@@ -198,8 +233,9 @@ def _concrete(x: Any) -> Any:
 
 @contextlib.contextmanager
 def _probing():
-    # plain CPU tensors and eager kernels: no fake mode, no tracing, no rule table routing
+    # plain CPU tensors and eager kernels: no fake mode, no tracing, no rule table routing, no
+    # functorch transform (the trace's functionalization would turn an in-place probe functional)
     with unset_fake_temporarily(), disable_proxy_modes_tracing(), _disable_current_modes(), torch.no_grad(), \
-            warnings.catch_warnings():
+            temporarily_clear_interpreter_stack(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield

@@ -8,6 +8,7 @@ from ``0 * inf`` in a phantom imaginary part (docs/numerics.md).
 from __future__ import annotations
 
 import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from . import register
 from ._algebra import cdiv, cmul, padd, pneg, psub
@@ -97,17 +98,36 @@ def square(self):
 
 @register(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
-    # self + value * tensor1 * tensor2
+    # self + value * tensor1 * tensor2, every operand first in the three's common dtype, as eager
+    # computes (a complex32 product is not rounded to half precision before the sum)
+    self, tensor1, tensor2 = _in_common_dtype(self, tensor1, tensor2)
     return add(self, mul(tensor1, tensor2), alpha=value)
 
 
 @register(aten.addcdiv.default)
 def addcdiv(self, tensor1, tensor2, *, value=1):
-    # self + value * tensor1 / tensor2
+    # self + value * tensor1 / tensor2, in the three's common dtype
+    self, tensor1, tensor2 = _in_common_dtype(self, tensor1, tensor2)
     return add(self, div(tensor1, tensor2), alpha=value)
 
 
 @register(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
-    # self + weight * (end - self)
+    # self + weight * (end - self), in the operands' common dtype
+    self, end, weight = _in_common_dtype(self, end, weight)
     return add(self, mul(weight, sub(end, self)))
+
+
+def _in_common_dtype(*operands):
+    # eager's elementwise promotion over all operands at once (0-d tensors and numbers take part
+    # by category), each tensor cast to it; a real operand to its real counterpart (it stays
+    # real: C99's real operand has no imaginary part)
+    _, dtype = elementwise_dtypes(*operands, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+
+    def cast(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        target = dtype if x.dtype.is_complex or not dtype.is_complex else dtype.to_real()
+        return x.to(target) if x.dtype != target else x
+
+    return [cast(x) for x in operands]

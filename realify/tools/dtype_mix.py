@@ -63,6 +63,12 @@ def _index_put(x, v):
     return x.clone().index_put_((torch.tensor([0, 2]),), v)
 
 
+def _augmented_add(a, b):
+    a = a.clone()
+    a += b
+    return a
+
+
 # the products, and the constructs that write one tensor's values into another
 CONSTRUCTS: dict[str, tuple[Callable, tuple]] = {
     "mm": (torch.mm, ((3, 4), (4, 5))),
@@ -82,7 +88,15 @@ CONSTRUCTS: dict[str, tuple[Callable, tuple]] = {
     "sub_": (lambda a, b: a.clone().sub_(b), ((3, 4), (3, 4))),
     "mul_": (lambda a, b: a.clone().mul_(b), ((3, 4), (3, 4))),
     "div_": (lambda a, b: a.clone().div_(b), ((3, 4), (3, 4))),
+    "addcmul_": (lambda a, b: a.clone().addcmul_(b, b), ((3, 4), (3, 4))),
+    "+=": (_augmented_add, ((3, 4), (3, 4))),
+    # into a real view of a complex tensor: eager refuses a complex result there too
+    "real.mul_": (lambda a, b: a.clone().real.mul_(b), ((3, 4), (3, 4))),
+    "imag.add_": (lambda a, b: a.clone().imag.add_(b) if a.is_complex() else a.clone().add_(b), ((3, 4), (3, 4))),
 }
+# the in-place arithmetic among them: realify refuses a complex result written into a real
+# tensor as eager does, where torch.compile's default backend computes the real part
+IN_PLACE_ARITHMETIC = ("add_", "sub_", "mul_", "div_", "addcmul_", "+=", "real.mul_", "imag.add_")
 
 
 def construct_cases() -> Iterator[Case]:
