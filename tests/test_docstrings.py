@@ -195,3 +195,27 @@ def test_every_exported_name_is_in_the_reference():
     rendered = {dotted.removeprefix("realify.") for dotted in NAMES}
     rendered |= {dotted.split(".")[1] for dotted in NAMES if dotted.count(".") >= 2}
     assert [name for name in realify.__all__ if name not in rendered] == []
+
+
+# pages that record history (past runs, past releases), not the API as it is
+HISTORY_PAGES = ("benchmarks-history.md", "changelog.md")
+
+
+def test_every_name_the_docs_use_is_in_the_reference():
+    """A dotted ``realify.`` name in backticks on a page of the site or the README is a name the
+    reference renders, an attribute of one (``realify.config.strict``), or a package whose names
+    it renders (``realify.onnx``)."""
+    root = API_PAGE.parents[1]
+    pages = [root / "README.md", *(p for p in sorted((root / "docs").glob("*.md")) if p.name not in HISTORY_PAGES)]
+    # the functions realify.export and realify.explain render under their own names (an anchor)
+    rendered = set(NAMES) | set(re.findall(r"\[\]\(\)\{#(realify[\w.]*)\}", API_PAGE.read_text()))
+    missing = set()
+    for page in pages:
+        for dotted in re.findall(r"`(realify(?:\.[A-Za-z_]\w*)+)", page.read_text()):
+            # the name, an attribute of it, or a package whose names it renders (realify.onnx)
+            if dotted.split(".")[-1].startswith("__") or any(
+                    dotted == name or dotted.startswith(name + ".") or name.startswith(dotted + ".")
+                    for name in rendered):
+                continue
+            missing.add(f"{dotted} ({page.name})")
+    assert sorted(missing) == []
