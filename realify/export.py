@@ -177,9 +177,6 @@ def export(
     module = program if isinstance(program, torch.nn.Module) else _FunctionModule(program)
     complex_ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     _check_supported(complex_ep)
-    if not complex_values_in(complex_ep):
-        # realify rewrites complex values only: a real program leaves as torch.export made it
-        return _as_realify_program(complex_ep, len(tree_leaves((args, kwargs or {}))))
     kwargs = reorder_kwargs(dict(kwargs or {}), complex_ep.call_spec.in_spec)
 
     gm = complex_ep.graph_module
@@ -225,19 +222,6 @@ def _attach(real_ep: ExportedProgram, signature: Boundary) -> None:
     # the same, as versioned JSON where torch.export.save keeps it: the program stays callable with complex tensors
     real_ep.graph_module.meta.setdefault("custom", {})[DESCRIPTION_KEY] = describe(signature)
     _check_inputs_of_module(real_ep)
-
-
-def _as_realify_program(ep: ExportedProgram, input_count: int) -> ExportedProgram:
-    """Return torch.export's program of a real program as realify.export's.
-
-    It is the same program, with a boundary that has no complex input or output (which
-    ComplexCallAdapter and saved programs read).
-    """
-    signature = Boundary(inputs=(None,) * input_count, outputs=_output_dtypes(ep), out_spec=ep.call_spec.out_spec,
-                         input_layout="interleaved", output_layout="interleaved", contiguous_pairs=True)
-    _attach(ep, signature)
-    log.debug("export: no complex value in the program; torch.export's program returned as it is")
-    return ep
 
 
 def _check_real_call(sig: Boundary, args: tuple, kwargs: dict) -> None:

@@ -6,12 +6,10 @@ torch's module database (``torch.testing._internal.common_modules.module_db``, a
   Runtime. Where any of them fails, or torch.export's program does not give eager's values, the
   entry is skipped, naming the stage and the exception: realify is asked to export what
   torch.onnx exports, not more;
-- alone, the module leaves ``realify.export`` as torch.export made it: the same graph, op for op
-  (a program with no complex value skips realify's trace);
-- beside a complex value (the module's call and ``z * z`` of another input, in one program:
-  ``BesideComplex``), realify's trace runs over the module's ops too: the program computes with
-  torch.export's ops for the module plus realify's for ``z * z`` alone, counted once both are
-  decomposed to core ATen by the same table (why that table, below);
+- ``realify.export`` computes with the same ops as torch.export: the same ops, counted, once
+  both programs are decomposed to core ATen by the same table (why that table, below); beside a
+  complex value (the module's call and ``z * z`` of another input, in one program:
+  ``BesideComplex``), torch.export's ops for the module plus realify's for ``z * z`` alone;
 - each time realify's program gives eager's values, and ``realify.onnx.to_onnx`` of it runs in
   ONNX Runtime with eager's values (or, where ONNX Runtime's kernels miss those, torch.onnx's
   own model's).
@@ -61,8 +59,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes self.*_fla
 # attention, a recurrent layer, padding), about two minutes both ways
 STRIDE = 12
 
-# Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real module
-# beside a complex value: module name -> why. Strict xfails: an entry that starts to pass fails
+# Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real module:
+# module name -> why. Strict xfails: an entry that starts to pass fails
 # until it is removed here.
 KNOWN = {
     "nn.BCEWithLogitsLoss": (
@@ -82,7 +80,7 @@ def _params():
     for index, info in enumerate(real_modules()):
         for beside in (False, True):
             marks = [] if index % STRIDE == 0 or info.name in KNOWN or info.name in ONNX_FORMS else [pytest.mark.slow]
-            if beside and info.name in KNOWN:
+            if info.name in KNOWN:
                 marks.append(pytest.mark.xfail(reason=KNOWN[info.name], strict=True))
             yield pytest.param(info, beside, id=f"{info.name}-{'beside_complex' if beside else 'alone'}", marks=marks)
 
@@ -98,14 +96,14 @@ def test_real_module_passes_through_untouched(info, beside):
     if not beside:
         case = reference.case
         program = realify.export(case.module, case.args, case.kwargs)
-        assert _call_targets(program) == _call_targets(reference.program)
+        _assert_same_ops(program, reference, collections.Counter())
         torch.testing.assert_close(case.outputs(program.module()), reference.eager, equal_nan=True)
         _assert_onnx_values(run_onnx(to_onnx(program), case.inputs), reference)
         return
     case = beside_complex(reference.case)
     side = torch.tensor(SIDE_VALUE)
     program = realify.export(case.module, case.args, case.kwargs)
-    _assert_same_ops(program, reference)
+    _assert_same_ops(program, reference, _side_ops())
     *outputs, product = case.outputs(realify.ComplexCallAdapter(program))
     torch.testing.assert_close(outputs, reference.eager, equal_nan=True)
     torch.testing.assert_close(product, side * side)
@@ -114,17 +112,14 @@ def test_real_module_passes_through_untouched(info, beside):
     torch.testing.assert_close(pairs, torch.view_as_real(side * side))
 
 
-def _call_targets(program: torch.export.ExportedProgram) -> list[str]:
-    return [str(node.target) for node in program.graph.nodes if node.op == "call_function"]
-
-
 @functools.cache
 def _side_ops() -> collections.Counter[str]:
     """realify's ops for the complex side value alone, in core ATen."""
     return core_aten_ops(realify.export(ComplexSide(), (torch.tensor(SIDE_VALUE),)))
 
 
-def _assert_same_ops(program: torch.export.ExportedProgram, reference: Reference) -> None:
+def _assert_same_ops(program: torch.export.ExportedProgram, reference: Reference,
+                     side_ops: collections.Counter[str]) -> None:
     """realify's program computes with torch.export's ops for the module and realify's for the side value.
 
     Both programs are decomposed to core ATen by the same table before their ops are counted.
@@ -137,7 +132,7 @@ def _assert_same_ops(program: torch.export.ExportedProgram, reference: Reference
     each computation one way, and the table includes realify's recurrent forms, so what is left
     to differ is what realify computes otherwise.
     """
-    expected = core_aten_ops(reference.program) + _side_ops()
+    expected = core_aten_ops(reference.program) + side_ops
     differences = op_differences(core_aten_ops(program), expected)
     assert not differences, (
         f"realify.export's program computes with other ops than torch.export's for the module plus realify's for "

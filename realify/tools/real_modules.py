@@ -66,9 +66,8 @@ class ComplexSide(torch.nn.Module):
 class BesideComplex(torch.nn.Module):
     """A real module called as it is, beside :class:`ComplexSide` of another input.
 
-    realify's trace then runs over the real module's ops too, as in a program that mixes real
-    layers with complex ones; a program with no complex value leaves realify.export as
-    torch.export made it, without that trace.
+    The program mixes a real layer with complex values, as models do; realify's trace runs over
+    both.
     """
 
     def __init__(self, module: torch.nn.Module):
