@@ -75,6 +75,39 @@ def test_constructs_compiled(name, front_end, fresh_dynamo):
                shared_allowed=name not in dtype_mix.IN_PLACE_ARITHMETIC)
 
 
+@pytest.fixture(scope="module")
+def one_rank_mesh():
+    """A one-process gloo group and its mesh: DTensor's own dispatch (sharding propagation),
+    which realify's backend runs through AOTAutograd before it sees plain tensors."""
+    import torch.distributed as dist
+    from distributed_support import free_port
+    from torch.distributed.device_mesh import init_device_mesh
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        yield init_device_mesh("cpu", (1,))
+    finally:
+        dist.destroy_process_group()
+
+
+def _placement(name: str):
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    return {"Replicate": Replicate(), "Shard(0)": Shard(0), "Partial": Partial()}[name]
+
+
+@pytest.mark.parametrize("placement", ["Replicate", "Shard(0)", "Partial"])
+@pytest.mark.parametrize("name", list(dtype_mix.CONSTRUCTS))
+def test_constructs_on_dtensors(name, placement, one_rank_mesh, fresh_dynamo):
+    """The constructs on DTensors through the compile backend: DTensor's dispatch runs first
+    (AOTAutograd functionalizes in-place calls there, before realify's graphs), and eager's
+    refusals still hold. The operand kinds that are DTensors: a real one and a wider complex one
+    (a Python number takes the plain path)."""
+    cases = [dtype_mix.distributed(case, one_rank_mesh, _placement(placement))
+             for case in dtype_mix.construct_cases_of(name, ("float32", "complex128"))]
+    _check_all(cases, "compile", shared_allowed=name not in dtype_mix.IN_PLACE_ARITHMETIC)
+
+
 def _entries(stride: int = 1) -> list:
     return [pytest.param(op, id=op_id(op)) for op in dtype_mix.opinfo_entries()[::stride]]
 

@@ -284,3 +284,25 @@ def _difference(case: Case, expected: Outcome, actual: Outcome) -> str | None:
     except AssertionError as err:
         return f"{case}: eager gives a {expected}; realify: {str(err).splitlines()[0]}"
     return None
+
+
+def distributed(case: Case, mesh: Any, placement: Any) -> Case:
+    """``case`` on DTensors: each tensor operand distributed over ``mesh`` with ``placement``
+    (0-d ones replicated), each result gathered to a plain tensor, so that values compare as
+    the plain case's do. A ``Partial`` placement wraps the local tensor as it is
+    (``DTensor.from_local``): on a one-rank mesh, the same values."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate, distribute_tensor
+
+    def to_dtensor(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        chosen = placement if x.dim() else Replicate()
+        if isinstance(chosen, Partial):
+            return DTensor.from_local(x, mesh, [chosen], run_check=False)
+        return distribute_tensor(x, mesh, [chosen])
+
+    def program(*operands: Any) -> Any:
+        result = case.program(*operands)
+        return [r.full_tensor() if isinstance(r, DTensor) else r for r in tree_leaves(result)]
+
+    return Case(case.name, program, tuple(to_dtensor(x) for x in case.operands))
