@@ -56,7 +56,7 @@ from .engine.decompose import decompose
 from .engine.dynamo_graph import source_line
 from .engine.islands import island_call, islands_in
 from .errors import OptionsChangedError
-from .passes import pipeline
+from .passes import gemm_form, pipeline
 from .rules._contract import in_place_refusal
 from .runtime.boundary import Layout, RealCall, signature_of, split
 from .runtime.complex_tensor import ComplexTensor
@@ -111,8 +111,9 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     TypeError
         For Inductor, a mode or config value has the wrong type.
     realify.OptionsChangedError
-        Raised by the returned callable, when it is called after ``gemm_multiplications`` or
-        ``complex_autocast`` changed in :mod:`realify.config` (dynamo does not guard on them).
+        Raised by the returned callable, when it is called after ``gemm_multiplications``,
+        ``gemm_form`` or ``complex_autocast`` changed in :mod:`realify.config` (dynamo does not
+        guard on them).
 
     See Also
     --------
@@ -158,11 +159,14 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
     layouts = [_boundary_layout(x, all_pairs) for x in trace_inputs]
     start = time.perf_counter()
     try:
-        real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
-                            on_missing=functools.partial(island_call, strict=strict),
-                            fusion_barriers=inner == "inductor", eager_outputs=True, check_inputs=False,
-                            pair_products=config.interleaved_products,
-                            cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
+        # each complex GEMM in the form config.gemm_form picks (measured by default): the
+        # compile backend's choice alone, export's programs keep standard ops
+        with gemm_form.choosing(config.gemm_form):
+            real_gm = decompose(gm, trace_inputs, inputs=layouts, outputs="interleaved",
+                                on_missing=functools.partial(island_call, strict=strict),
+                                fusion_barriers=inner == "inductor", eager_outputs=True, check_inputs=False,
+                                pair_products=config.interleaved_products,
+                                cpu_vector_bytes=host_cpu_vector_bytes() if _targets_cpu(trace_inputs) else None)
     except Exception as err:
         refused_op = getattr(err, "eager_refusal", None)
         if refused_op is None:
@@ -338,7 +342,7 @@ class _CompiledUnderOptions:
     after it is turned off).
     """
 
-    OPTIONS = ("gemm_multiplications", "complex_autocast")
+    OPTIONS = ("gemm_multiplications", "gemm_form", "complex_autocast")
 
     def __init__(self, call: RealCall, where: str):
         self.call = call
@@ -346,7 +350,7 @@ class _CompiledUnderOptions:
         self.where = where
 
     def __call__(self, *args: Any) -> Any:
-        if (config.gemm_multiplications, config.complex_autocast) != self.values:
+        if tuple(getattr(config, name) for name in self.OPTIONS) != self.values:
             self._refuse()
         return self.call(*args)
 
@@ -614,8 +618,8 @@ def compile(fn: Callable | None = None, *, inner: Inner = "inductor", strict: bo
         At the first call (when dynamo compiles), with ``strict`` on, for a complex op without a
         rule; realify's other errors are raised at that call as they are too.
     realify.OptionsChangedError
-        At a call after ``gemm_multiplications`` or ``complex_autocast`` changed in
-        :mod:`realify.config` since the function was compiled.
+        At a call after ``gemm_multiplications``, ``gemm_form`` or ``complex_autocast`` changed
+        in :mod:`realify.config` since the function was compiled.
 
     See Also
     --------

@@ -20,13 +20,41 @@ interleaved_products : bool
     Default True. In the compile backend, a complex product whose factor already sits
     interleaved in memory (``view_as_complex`` of a real tensor, as in rotary embeddings) runs
     on the (re, im) pairs with the ``realify::cmul_pairs`` op (ATen's vectorized complex kernel)
-    instead of planar arithmetic on stride-2 loads; and a small matrix product (``mm``/``bmm``
-    with ``m n k / (m k + k n + m n)`` below ``realify.passes.layout.PAIRS_GEMM_INTENSITY``,
-    about 576 x 576 square) runs as BLAS's complex GEMM on the pairs (``realify::cmm_pairs``,
-    eager's rounding), whatever ``gemm_multiplications`` says: converting to planes costs more
-    there than the real GEMMs save (the layout pass, realify/passes/layout.py, read when a graph
-    compiles). Off, every product is planar real arithmetic, as in what ``realify.export``
-    produces for runtimes that know only standard ops.
+    instead of planar arithmetic on stride-2 loads; and a matrix product may run as BLAS's
+    complex GEMM on the pairs (``realify::cmm_pairs``, eager's rounding), whatever
+    ``gemm_multiplications`` says, where ``gemm_form`` picks that form: by measurement, or by
+    the threshold rule (``mm``/``bmm`` with ``m n k / (m k + k n + m n)`` below
+    ``realify.passes.layout.PAIRS_GEMM_INTENSITY``, about 576 x 576 square, and an inner
+    dimension of at least 16: converting to planes costs more there than the real GEMMs save;
+    the layout pass, realify/passes/layout.py, read when a graph compiles). Off, every product
+    is planar real arithmetic, as in what ``realify.export`` produces for runtimes that know
+    only standard ops.
+gemm_form : str
+    Default ``"measure"``. How the compile backend picks the form of each complex matrix
+    product (``mm``, ``bmm`` and what lowers to them: matmul, einsum, linear, ...):
+
+    - ``"measure"``: it times each candidate form on random data of the product's shapes,
+      strides and dtype (a few runs, their median) and keeps the fastest, as Inductor's
+      autotuning does; the timings are cached on disk in ``gemm_forms.json`` under
+      ``$REALIFY_CACHE_DIR`` (default ``~/.cache/realify``), keyed by the CPU model and its
+      vector flags, torch's version and thread count, the op, its operands' shapes and
+      strides and the dtype, so each shape is timed once per machine. At symbolic sizes, for
+      an inner dimension below 16 and for products too small to time (below 32^3 complex
+      multiply-adds), the threshold rule decides instead;
+    - ``"threshold"``: the fixed rule of ``interleaved_products`` below;
+    - ``"pairs"``, ``"4m"``, ``"3m"``: that form for every product: BLAS's complex GEMM on the
+      (re, im) pairs (eager's kernel and rounding; at symbolic sizes the products stay
+      planar), four real products (the textbook formula; ``"4m"`` also keeps convolutions in
+      four), or three (Gauss's form).
+
+    The candidates are what the other options allow: the pairs only with
+    ``interleaved_products`` on; three products only where ``gemm_multiplications`` is 3, so
+    ``gemm_multiplications=4`` keeps its error bound whatever this option says (``"3m"`` then
+    gives four); four products always, the most accurate planar form, so picking it never
+    loosens a bound. A forced form that is not a candidate gives ``gemm_multiplications``'
+    planar form. ``realify.export`` and ``realify.decompose`` do not read it: their programs
+    hold standard ops only, in ``gemm_multiplications``' form (realify/passes/gemm_form.py,
+    read when a graph compiles).
 complex_autocast : bool
     Default False. Under ``torch.autocast``, the real GEMMs and convolutions of complex
     matmul/bmm/einsum/linear/conv*d run on autocast's dtype (bfloat16 or float16 operands,
@@ -43,7 +71,7 @@ strict : bool
 Notes
 -----
 A function compiled by the backend raises :class:`~realify.OptionsChangedError` when called
-after ``gemm_multiplications`` or ``complex_autocast`` changed: dynamo does not guard on
+after ``gemm_multiplications``, ``gemm_form`` or ``complex_autocast`` changed: dynamo does not guard on
 realify's options, and the compiled code keeps the values it was compiled under. Set such an
 option for every call of the compiled function, or call ``torch._dynamo.reset()`` after
 changing it to compile again.
@@ -70,11 +98,13 @@ from .errors import closest
 
 gemm_multiplications: int = 3
 interleaved_products: bool = True
+gemm_form: str = "measure"
 complex_autocast: bool = False
 strict: bool = False
 
 _module = sys.modules[__name__]
-_OPTIONS = ("gemm_multiplications", "interleaved_products", "complex_autocast", "strict")
+_OPTIONS = ("gemm_multiplications", "interleaved_products", "gemm_form", "complex_autocast", "strict")
+_GEMM_FORMS = ("measure", "threshold", "pairs", "4m", "3m")
 
 
 def _validate(name: str, value: Any) -> None:
@@ -83,6 +113,9 @@ def _validate(name: str, value: Any) -> None:
                              f"{', '.join(_OPTIONS)}")
     if name == "gemm_multiplications" and value not in (3, 4):
         raise ValueError(f"gemm_multiplications must be 3 or 4, got {value!r}")
+    if name == "gemm_form" and value not in _GEMM_FORMS:
+        hint = closest(value.lower(), _GEMM_FORMS) if isinstance(value, str) else ""
+        raise ValueError(f"gemm_form must be one of {', '.join(map(repr, _GEMM_FORMS))}, got {value!r}{hint}")
     if name in ("interleaved_products", "complex_autocast", "strict") and not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
 
@@ -117,6 +150,7 @@ def patch(**changes: Any) -> _Patch:
     ----------
     **changes : Any
         The options to set and their values, by name: ``gemm_multiplications`` (3 or 4),
+        ``gemm_form`` (``"measure"``, ``"threshold"``, ``"pairs"``, ``"4m"`` or ``"3m"``),
         ``interleaved_products``, ``complex_autocast``, ``strict`` (True or False). See
         :mod:`realify.config`.
 
@@ -130,7 +164,7 @@ def patch(**changes: Any) -> _Patch:
     AttributeError
         A name in ``changes`` is not an option; the message names the closest one.
     ValueError
-        ``gemm_multiplications`` is not 3 or 4.
+        ``gemm_multiplications`` is not 3 or 4, or ``gemm_form`` not one of its values.
     TypeError
         ``interleaved_products``, ``complex_autocast`` or ``strict`` is not a bool.
 
@@ -175,7 +209,8 @@ def snapshot() -> dict[str, Any]:
     --------
     >>> import realify
     >>> realify.config.snapshot()
-    {'gemm_multiplications': 3, 'interleaved_products': True, 'complex_autocast': False, 'strict': False}
+    {'gemm_multiplications': 3, 'interleaved_products': True, 'gemm_form': 'measure', 'complex_autocast': False,
+     'strict': False}
     >>> with realify.config.patch(complex_autocast=True):
     ...     realify.config.snapshot()["complex_autocast"]
     True

@@ -185,12 +185,12 @@ class RuleConflictError(RealifyError):
 class OptionsChangedError(RealifyError):
     """A compiled function was called after a ``realify.config`` option it depends on changed.
 
-    Raised by a function compiled with the realify backend when ``gemm_multiplications`` or
-    ``complex_autocast`` differ from what they were when it was compiled: dynamo does not
-    guard on realify's options, and the compiled code would keep computing with the old
-    value. Set the option for every call of the compiled function (``realify.config.patch``
-    around all of them, or assign it once), or call ``torch._dynamo.reset()`` after changing
-    it, to compile again.
+    Raised by a function compiled with the realify backend when ``gemm_multiplications``,
+    ``gemm_form`` or ``complex_autocast`` differ from what they were when it was compiled:
+    dynamo does not guard on realify's options, and the compiled code would keep computing
+    with the old value. Set the option for every call of the compiled function
+    (``realify.config.patch`` around all of them, or assign it once), or call
+    ``torch._dynamo.reset()`` after changing it, to compile again.
 
     Examples
     --------

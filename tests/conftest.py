@@ -11,6 +11,34 @@ warnings.filterwarnings("ignore", message="Casting complex values to real discar
 pytest_plugins = ["front_end_report"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _gemm_timings_in_a_temporary_cache(tmp_path_factory):
+    """Timings of complex GEMM forms (realify/passes/gemm_form.py) go to a directory of the
+    test session, never to the user's cache (subprocesses inherit it)."""
+    saved = os.environ.get("REALIFY_CACHE_DIR")
+    os.environ["REALIFY_CACHE_DIR"] = str(tmp_path_factory.mktemp("realify-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("REALIFY_CACHE_DIR", None)
+    else:
+        os.environ["REALIFY_CACHE_DIR"] = saved
+
+
+@pytest.fixture(autouse=True)
+def _gemm_forms_by_threshold(request):
+    """The threshold rule picks complex GEMM forms in every test: measured choices follow the
+    machine's noise, and tests assert graphs. A test opts into measurement by patching
+    ``realify.config.gemm_form`` itself (tests/test_gemm_form.py); the docstrings' examples
+    (tests/test_docstrings.py) see the defaults they document."""
+    if request.module.__name__ == "test_docstrings":
+        yield
+        return
+    import realify
+
+    with realify.config.patch(gemm_form="threshold"):
+        yield
+
+
 @pytest.fixture
 def fresh_dynamo():
     """Dynamo's caches emptied before and after the test (each test compiles from scratch and

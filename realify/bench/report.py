@@ -12,11 +12,17 @@ from typing import Any
 
 import torch
 
+from ..passes.gemm_form import cpu_model as _cpu_model
+from ..passes.gemm_form import read_cpuinfo as _cpuinfo
+from ..passes.gemm_form import vector_flags
 from .runner import Row
 
 # "eager ms" is eager's median over the calls that alternated with this mode's; "vs eager" is
 # the ratio of that median to this mode's (for the eager row itself, its own median)
-COLUMNS = ("workload", "mode", "median ms", "min–max ms", "eager ms", "vs eager", "compile s", "max rel err", "status")
+# "GEMM forms": the form realify chose for each complex GEMM and how (measured, cached,
+# threshold, forced), with a count where several took it
+COLUMNS = ("workload", "mode", "median ms", "min–max ms", "eager ms", "vs eager", "compile s", "max rel err",
+           "GEMM forms", "status")
 
 
 def machine() -> dict[str, Any]:
@@ -32,40 +38,6 @@ def machine() -> dict[str, Any]:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
     return info
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-# CPU features that set the width of the vectors kernels compute on: x86's AVX2 (256-bit),
-# AVX-512 (512-bit, and its bfloat16/VNNI extensions) and AMX tiles; ARM's NEON (asimd) and SVE
-_VECTOR_FLAG_PREFIXES = ("avx2", "avx512", "amx", "asimd", "sve")
-
-
-def vector_flags(cpuinfo: str) -> list[str]:
-    """The vector-width flags of the first CPU that ``/proc/cpuinfo``'s text describes (x86's
-    ``flags`` line, ARM's ``Features``)."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return [f for f in value.split() if f.startswith(_VECTOR_FLAG_PREFIXES)]
-    return []
-
-
-def _cpuinfo() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def demo_machine_line(device: str) -> str:
@@ -113,8 +85,16 @@ def cells(row: Row, max_status: int | None = 70) -> list[str]:
         "–" if row.speedup is None else f"{row.speedup:.2f}x",
         _compile(row),
         _num(row.max_rel_err, ".1e") if row.mode != "eager" else "ref",
+        _gemm_forms(row),
         status,
     ]
+
+
+def _gemm_forms(row: Row) -> str:
+    """``3m (measured)``, ``pairs (cached) x2, 4m (measured)``; "–" where no complex GEMM was
+    compiled by realify."""
+    forms = row.gemm_forms or {}
+    return ", ".join(f"{form} x{n}" if n > 1 else form for form, n in sorted(forms.items())) or "–"
 
 
 def format_table(rows: Sequence[Row], *, markdown: bool = False, max_status: int | None = 70) -> str:

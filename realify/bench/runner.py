@@ -152,6 +152,9 @@ class Row:
     graphs: int | None = None  # graphs dynamo compiled
     graph_breaks: int | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    # the form each complex GEMM took under realify ("3m (measured)": count), from the
+    # compile backend's choices (realify/passes/gemm_form.py)
+    gemm_forms: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -271,6 +274,7 @@ def run_one(case: Case, mode: Mode, *, size: str, repeat: int = 10, warmup: int 
             row.compile_s = time.perf_counter() - t0
             if counters["realify"]["decompose_s"]:
                 row.decompose_s = counters["realify"]["decompose_s"]
+            row.gemm_forms = dict(counters["realify_gemm_form"])
             if mode.compiled:
                 row.graphs = int(counters["stats"]["unique_graphs"])
                 row.graph_breaks = int(sum(counters["graph_break"].values()))

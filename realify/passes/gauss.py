@@ -14,7 +14,9 @@ error of each form.
 Only products that cost ``O(n)`` flops per element read are rewritten (mm, bmm, convolution:
 :data:`COMPUTE_BOUND`): a matrix-vector or vector product is memory-bound, and forming
 ``Ar + Ai`` would cost more than the product saved. The eager ComplexTensor front end, which
-runs rules one call at a time, computes the textbook form.
+runs rules one call at a time, computes the textbook form. In the compile backend, a matrix
+product whose measured or forced form is four products (realify/passes/gemm_form.py) is left
+as it is.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch.fx as fx
 
 from .autocast import tagged_dtype
 from .cleanup import call_on_fakes, keep_unread, same_shape
+from .gemm_form import FORM_KEY
 
 aten = torch.ops.aten
 
@@ -102,6 +105,8 @@ def _is_product(node: Any) -> bool:
         return False
     if tagged_dtype(node) is not None:
         return False  # a lower-precision product keeps four products (realify/passes/autocast.py)
+    if node.meta.get(FORM_KEY) == "4m":
+        return False  # the compile backend chose four products for it (realify/passes/gemm_form.py)
     return node.target is not aten.convolution.default or node.args[2] is None
 
 

@@ -40,8 +40,11 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    :data:`PAIRS_GEMM_MIN_INNER`), becomes ``realify::cmm_pairs``, BLAS's
    complex GEMM on the pairs, whatever its factors' layout: on planes, splitting the
    operands and interleaving the result move every element through memory once more, which
-   the real GEMMs (three with Gauss's form) repay only for large products. Tagged products
-   (complex autocast) stay planar: they run in lower precision.
+   the real GEMMs (three with Gauss's form) repay only for large products. That is the
+   threshold rule; the compile backend instead picks each matrix product's form (pairs, 4
+   real products or Gauss's 3) by timing them at its shapes, with this rule where it times
+   nothing (realify/passes/gemm_form.py), and writes the choice on the real products.
+   Tagged products (complex autocast) stay planar: they run in lower precision.
 
 4. **An FFT whose result is only wanted as pairs computes the pairs**: where every use of
    the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them) ends
@@ -67,23 +70,32 @@ import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..runtime import ops  # noqa: F401  (registers the realify:: ops rule 4 rewrites)
+from . import gemm_form
 from .autocast import tagged_dtype
 from .cleanup import call_on_fakes, keep_unread, same_shape
 
 aten = torch.ops.aten
 
 
-def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozenset[fx.Node] = frozenset()) -> None:
+def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozenset[fx.Node] = frozenset(),
+                gemm_multiplications: int = 3) -> None:
     """Apply the rewrites above to ``gm``; rule 3 only with ``products``, never to a product
-    whose pairs all come from ``boundary`` (the placeholders of complex inputs).
+    whose pairs all come from ``boundary`` (the placeholders of complex inputs). In the
+    compile backend (:func:`realify.passes.gemm_form.current` holds a choice), rule 3's
+    matrix products take the form realify/passes/gemm_form.py picks, among the pairs (with
+    ``products``), 4 real products and Gauss's 3 (with ``gemm_multiplications`` 3).
 
     The walk repeats while it changes the graph (at most :data:`_MAX_WALKS` times): a product
     rule 3 moves onto pairs stacks its factors into pairs, which can make an FFT earlier in the
     graph one whose result is only wanted as pairs (rule 4) on the next walk; neuraloperator's
     spectral convolution reads the forward FFT's modes into such a product."""
+    how = gemm_form.current()
+    choice = gemm_form.Choice("threshold" if how is None else how, products, gemm_multiplications == 3)
+    # outside the compile backend, matrix products are only looked at for the pairs
+    matrices = products or how is not None
     changed = False
     for _ in range(_MAX_WALKS):
-        if not _walk(gm.graph, products, boundary):
+        if not _walk(gm.graph, products, boundary, choice, matrices):
             break
         changed = True
         gm.graph.eliminate_dead_code(is_impure_node=keep_unread)  # the next walk sees only live uses
@@ -94,7 +106,8 @@ def place_pairs(gm: fx.GraphModule, *, products: bool = False, boundary: frozens
 _MAX_WALKS = 3
 
 
-def _walk(graph: fx.Graph, products: bool, boundary: frozenset[fx.Node]) -> bool:
+def _walk(graph: fx.Graph, products: bool, boundary: frozenset[fx.Node], choice: gemm_form.Choice,
+          matrices: bool) -> bool:
     views: dict[tuple, fx.Node] = {}  # V'(P) nodes made so far, shared by the parts of P
     changed = False
     for node in list(graph.nodes):
@@ -108,8 +121,8 @@ def _walk(graph: fx.Graph, products: bool, boundary: frozenset[fx.Node]) -> bool
             changed |= _scatter_of_parts(graph, node, views)
         elif node.target is aten.stack.default:
             changed |= _parts_stacked(graph, node)
-        elif products and node.target is aten.sub.Tensor:
-            changed |= _product_on_pairs(graph, node, boundary)
+        elif (products or matrices) and node.target is aten.sub.Tensor:
+            changed |= _product_on_pairs(graph, node, boundary, products, choice, matrices)
     return changed
 
 
@@ -274,12 +287,13 @@ PAIRS_GEMM_MIN_INNER = 16
 _MATRIX_PRODUCTS = (aten.mm.default, aten.bmm.default)
 
 
-def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node]) -> bool:
+def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node], products: bool,
+                      choice: gemm_form.Choice, matrices: bool) -> bool:
     """``sub`` = ar br - ai bi of a planar product (realify/rules/_algebra.py, ``cmul``), whose
     imaginary part ar bi + ai br is another node: both replaced by the parts of
-    ``cmul_pairs`` where a factor is pairs the program made, or of ``cmm_pairs`` for a small
-    matrix product."""
-    for target in (aten.mul.Tensor, *_MATRIX_PRODUCTS):
+    ``cmul_pairs`` where a factor is pairs the program made (with ``products``), or of
+    ``cmm_pairs`` for a matrix product whose chosen form is the pairs (with ``matrices``)."""
+    for target in (aten.mul.Tensor, *_MATRIX_PRODUCTS) if products else _MATRIX_PRODUCTS:
         factors = _product_factors(sub, target)
         if factors is not None:
             break
@@ -287,19 +301,20 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
         return False
     (ar, ai, br, bi), add = factors
     a, b = _pairs_of(ar, ai), _pairs_of(br, bi)
+    dtype = sub.meta["val"].dtype
+    if dtype not in (torch.float32, torch.float64) or any(
+            p is not None and p.meta["val"].dtype != dtype for p in (a, b)):
+        return False
     if target is aten.mul.Tensor:
         pairs_op = torch.ops.realify.cmul_pairs.default
         if not any(p is not None and _root(p) not in boundary for p in (a, b)):
             return False
     else:
         pairs_op = torch.ops.realify.cmm_pairs.default
-        if not _small_matrix_product(sub.args[0]) or any(
-                tagged_dtype(p) is not None for p in (*sub.args, *add.args)):
+        if not matrices or any(tagged_dtype(p) is not None for p in (*sub.args, *add.args)):
             return False
-    dtype = sub.meta["val"].dtype
-    if dtype not in (torch.float32, torch.float64) or any(
-            p is not None and p.meta["val"].dtype != dtype for p in (a, b)):
-        return False
+        if _matrix_form(sub, add, (ar, ai, a), (br, bi, b), choice) != "pairs":
+            return False
     with graph.inserting_before(sub):
         a = a if a is not None else call_on_fakes(graph, aten.stack.default, [ar, ai], -1)
         b = b if b is not None else call_on_fakes(graph, aten.stack.default, [br, bi], -1)
@@ -335,6 +350,57 @@ def _product_factors(sub: fx.Node, target: Any) -> tuple[tuple[fx.Node, ...], fx
 
 def _is_product(node: Any, target: Any) -> bool:
     return isinstance(node, fx.Node) and node.target is target and len(node.args) == 2 and not node.kwargs
+
+
+def _matrix_form(sub: fx.Node, add: fx.Node, a: tuple, b: tuple, choice: gemm_form.Choice) -> str:
+    """The form of the complex matrix product whose real part is ``sub`` and imaginary part
+    ``add`` (``a``, ``b``: each factor's planes and pairs or None), picked once and written on
+    its four real products (realify/passes/gauss.py leaves those marked "4m" as they are)."""
+    terms = (*sub.args, *add.args)
+    form = terms[0].meta.get(gemm_form.FORM_KEY)
+    if form is not None:
+        return form
+    rule = "pairs" if choice.pairs and _small_matrix_product(sub.args[0]) else ("3m" if choice.gauss else "4m")
+    product = terms[0]
+    inner = product.args[0].meta["val"].shape[-1]
+    form, how = gemm_form.decide(choice, _described(product, a, b), inner if isinstance(inner, int) else None, rule)
+    for term in terms:
+        term.meta[gemm_form.FORM_KEY] = form
+    if gemm_form.current() is not None:
+        gemm_form.count(form, how)
+    return form
+
+
+def _described(product: fx.Node, *factors: tuple) -> gemm_form.MatrixProduct | None:
+    """The product as :mod:`realify.passes.gemm_form` times it; None where a size or stride
+    is symbolic."""
+    operands = []
+    for re, im, pairs in factors:
+        if pairs is not None:
+            layout = _static_layout(pairs)
+            operands.append(gemm_form.Operand(layout) if layout is not None else None)
+        else:
+            planes = tuple(_static_layout(p) for p in (re, im))
+            operands.append(gemm_form.Operand(None, planes) if None not in planes else None)
+    value = product.meta["val"]
+    if None in operands:
+        return None
+    op = "mm" if product.target is aten.mm.default else "bmm"
+    return gemm_form.MatrixProduct(op, operands[0], operands[1], str(value.dtype).removeprefix("torch."),
+                                   str(value.device))
+
+
+def _static_layout(node: fx.Node) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        shape, stride = tuple(value.shape), tuple(value.stride())
+    except RuntimeError:  # a layout fake tensors do not know
+        return None
+    if not all(type(d) is int for d in (*shape, *stride)):
+        return None
+    return shape, stride
 
 
 def _small_matrix_product(product: fx.Node) -> bool:

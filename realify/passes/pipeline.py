@@ -30,6 +30,7 @@ from typing import Any
 
 import torch.fx as fx
 
+from . import gemm_form
 from .autocast import lower_precision_products
 from .cleanup import (
     copies_to_views,
@@ -71,7 +72,10 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_ve
       realify/passes/product_order.py); first, so that the passes below see the real ops;
     - (re, im) pairs kept where values sit interleaved, in control flow's bodies too
       (realify/passes/layout.py); with ``pair_products``, products on such values as
-      ``realify::cmul_pairs``;
+      ``realify::cmul_pairs``; each complex mm/bmm in the form the compile backend picks
+      (``realify.config.gemm_form``, which it sets around its trace:
+      realify/passes/gemm_form.py), where it picks one, else small ones on the pairs
+      (``realify::cmm_pairs``, with ``pair_products``) and the rest planar;
     - with ``gemm_multiplications == 3``, complex matrix products by Gauss's three real
       products (realify/passes/gauss.py);
     - with ``complex_autocast``, the real products of complex products traced under autocast
@@ -81,9 +85,12 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_ve
     - ``realify::stop_gradient`` as ``aten.detach``.
     """
     expand_complex_products(gm, cpu_vector_bytes)
+    if gemm_form.current() == "4m":
+        gemm_multiplications = 4  # forced: every complex GEMM and convolution in four products
     for module in gm.modules():  # control flow's branches and bodies too
         if isinstance(module, fx.GraphModule):
-            place_pairs(module, products=pair_products, boundary=complex_inputs)
+            place_pairs(module, products=pair_products, boundary=complex_inputs,
+                        gemm_multiplications=gemm_multiplications)
     if gemm_multiplications == 3:
         gauss_products(gm)
     if complex_autocast:
