@@ -326,7 +326,7 @@ def _in_place_refusal_in(gm: fx.GraphModule) -> BaseException | None:
         if func is None:
             continue
         args, kwargs = fx.node.map_aggregate((n.args, n.kwargs), example)
-        error = in_place_refusal(func, args, kwargs, where=lambda n=n: source_line(n))
+        error = in_place_refusal(func, args, kwargs, where=functools.partial(source_line, n))
         if error is not None:
             return error
     return None
