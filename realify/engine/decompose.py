@@ -207,11 +207,12 @@ def decompose(
     lower_precision = config.complex_autocast if complex_autocast is None else complex_autocast
     fake_mode = _fake_mode_of(example_inputs)
     fake_inputs = [_to_fake(fake_mode, x) for x in example_inputs]
+    scalar_values = _scalar_values(example_inputs)  # read outside the fake mode, which would fake them
     requires_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     try:
         with fake_mode:
             functional, signature = _functionalize(program, fake_inputs, lower_precision, requires_grad,
-                                                   decompositions or {})
+                                                   decompositions or {}, scalar_values)
             signature = dataclasses.replace(signature, input_layout=input_layouts(inputs, len(fake_inputs)),
                                             output_layout=outputs, eager_outputs=eager_outputs)
             boundary_inputs = [boundary_example(x, signature.layout_of(i)) for i, x in enumerate(fake_inputs)]
@@ -353,8 +354,20 @@ def _to_fake(fake_mode: FakeTensorMode, x: Any) -> Any:
     return x
 
 
+def _scalar_values(example_inputs: Sequence[Any]) -> list[int | None]:
+    """Return the values of real (not fake) integer scalar tensors among the inputs, None elsewhere.
+
+    They are the one input data a static trace may fix, with a check at run time (the number
+    of sections of ``tensor_split``, TraceForms).
+    """
+    return [int(x) if (isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor)
+                       and x.dim() == 0 and x.dtype == torch.long and x.device.type == "cpu") else None
+            for x in example_inputs]
+
+
 def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: bool,
-                   requires_grad: Sequence[bool], decompositions: dict) -> tuple[fx.GraphModule, Boundary]:
+                   requires_grad: Sequence[bool], decompositions: dict,
+                   scalar_values: Sequence[int | None] = ()) -> tuple[fx.GraphModule, Boundary]:
     holder: dict[str, Any] = {}
     if isinstance(program, fx.GraphModule):
         program = functions_as_opaque_calls(program, decompose)
@@ -362,7 +375,8 @@ def _functionalize(program: Callable, fake_inputs: list[Any], mark_autocast: boo
     symbolic_trace = symbolic(fake_inputs)
 
     def flat_program(*args):
-        with MarkAutocastProducts() if mark_autocast else nullcontext(), TraceForms(symbolic_trace):
+        known = {id(a): v for a, v in zip(args, scalar_values) if v is not None}
+        with MarkAutocastProducts() if mark_autocast else nullcontext(), TraceForms(symbolic_trace, known):
             if isinstance(program, fx.GraphModule):  # dynamo's and torch.export's nodes carry their own
                 holder["grad"] = GradSemantics(args, requires_grad)
                 result = DynamoGraphRunner(program, holder["grad"], decompositions).run(*args)

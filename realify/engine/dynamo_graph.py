@@ -8,6 +8,7 @@ for error messages.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -20,6 +21,7 @@ import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
 from torch._functorch import predispatch
 from torch._higher_order_ops.associative_scan import generic_associative_scan
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_or_true
 from torch.utils._pytree import tree_leaves
 
 from ..rules._contract import in_place_refusal
@@ -187,7 +189,7 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
     return out.view(*x.shape[:-1], out.shape[-1])
 
 
-def _tensor_split(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+def _tensor_split(x: torch.Tensor, *args: Any, known: dict[int, int], **kwargs: Any) -> Any:
     # Split points given as a tensor: ATen's kernel reads the tensor's data and numel() in C++,
     # which a trace at symbolic sizes cannot. The points are read as numbers instead (unbacked
     # ints where they are data), after the checks eager makes first; those failing go to eager's
@@ -199,7 +201,17 @@ def _tensor_split(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         return torch.tensor_split(x, *args, **kwargs)
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
     if points.dim() == 0:
-        return torch.tensor_split(x, points.item(), dim)
+        # a number of sections: it is the number of results, which no trace leaves open. Where
+        # the example's value is known (an input of a static trace), the graph is made for it
+        # and checks at run time that the tensor still holds it, as a static trace fixes sizes
+        sections = known.get(id(points))
+        if sections is None:
+            return torch.tensor_split(x, points.item(), dim)
+        torch.ops.aten._assert_async.msg(
+            points == sections,
+            f"tensor_split: the graph was traced for {sections} sections given as a tensor; it "
+            f"holds another number now (trace the program again for it)")
+        return torch.tensor_split(x, sections, dim)
     # the number of points fixes the number of results: a size the program cannot leave symbolic.
     # The trace assumes the points ascending within [0, size] (slice's size formula asks); the
     # program's slices clamp and wrap them as eager's do, so other points give eager's values
@@ -209,6 +221,35 @@ def _tensor_split(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         torch._check(point <= x.shape[dim])
     with enable_python_dispatcher():  # slices at unbacked points: the C++ meta asks for numbers
         return torch.tensor_split(x, found, dim)
+
+
+def _narrow(x: torch.Tensor, dim: int, start: Any, length: int, *, known: dict[int, int]) -> Any:
+    # A start given as a tensor, read as a number. Dynamo makes it a backed size (a guarded
+    # value) and ATen's narrow takes it as one. Where it is data (an unbacked int: a plain
+    # callable's trace), ATen wraps a negative start as start + size * (start < 0), a case
+    # split no slice's size formula decides; written as start mod size instead (Python's mod,
+    # in [0, size) for start in [-size, size); a start of size itself comes out 0, right for
+    # the only length eager allows there, 0), the slice [w, w + length) has the length as its
+    # size. Eager's range checks are the trace's assumptions, and checked at run time on the
+    # tensor (start >= -size, and start + size * (start < 0) + length <= size).
+    readable = (isinstance(start, torch.Tensor) and start.dim() == 0 and start.dtype == torch.long
+                and start.device.type == "cpu" and x.dim() > 0 and isinstance(dim, int))
+    if not readable:
+        return torch.narrow(x, dim, start, length)
+    dim = dim + x.dim() if dim < 0 else dim
+    size = x.shape[dim]
+    first = start.item()
+    if not free_unbacked_symbols(first) or guard_or_true(size == 0):  # no mod by an empty dim
+        return torch.narrow(x, dim, first, length)
+    torch.ops.aten._assert_async.msg(
+        (start >= -size) & (torch.where(start < 0, start + size, start) + length <= size),
+        f"narrow(): start out of range, or start + length ({length}) exceeds dimension size ({size})")
+    torch._check(first >= -size)
+    torch._check(first <= size)
+    wrapped = first % size
+    torch._check(wrapped + length <= size)
+    with enable_python_dispatcher():  # as in _tensor_split
+        return torch.ops.aten.slice.Tensor(x, dim, wrapped, wrapped + length)
 
 
 class TraceForms(torch.overrides.TorchFunctionMode):
@@ -224,12 +265,17 @@ class TraceForms(torch.overrides.TorchFunctionMode):
     _DATA_FORMS: ClassVar[dict[Any, Any]] = {
         torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
         torch.ops.aten.tensor_split.tensor_indices_or_sections: _tensor_split,
+        torch.narrow: _narrow, torch.Tensor.narrow: _narrow, torch.ops.aten.narrow.Tensor: _narrow,
     }
     _SIZE_FORMS: ClassVar[dict[Any, Any]] = {torch._C._nn.linear: _linear, torch.ops.aten.linear.default: _linear}
 
-    def __init__(self, symbolic: bool):
+    def __init__(self, symbolic: bool, known: dict[int, int] | None = None):
+        """``known``: the values of integer scalar tensors the program is called with, by
+        ``id`` of the tensor it sees (the inputs of a static trace of real tensors)."""
         super().__init__()
-        self.forms = {**self._DATA_FORMS, **(self._SIZE_FORMS if symbolic else {})}
+        known = {} if known is None else known
+        self.forms = {**{func: functools.partial(form, known=known) for func, form in self._DATA_FORMS.items()},
+                      **(self._SIZE_FORMS if symbolic else {})}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # the mode is off while it handles a call: the composition's own ops go straight on

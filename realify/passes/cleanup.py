@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -195,7 +196,12 @@ def call_on_fakes(graph: fx.Graph, target: Any, *args: Any, fake_mode: Any = Non
     try:
         # the node runs as written: the caller's autocast (decompose may run under it) must
         # not change the dtype its fake value records
-        with fake_mode, torch._C._DisableAutocast():
+        # an op at data-dependent arguments (a slice at points read from a tensor) may make
+        # sizes of its own (fresh unbacked symbols): no trace binds them to this node, and left
+        # pending they would fail the next trace in this shape environment (the inner compiler's)
+        shape_env = fake_mode.shape_env
+        fresh = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else nullcontext()
+        with fake_mode, torch._C._DisableAutocast(), fresh:
             value = target(*vals, **kwargs)
     except RuntimeError:
         return None
