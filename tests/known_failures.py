@@ -71,17 +71,6 @@ DATA_DEPENDENT = Category(
     },
 )
 
-# A sample of these passes the argument as a tensor, which decompose of a plain callable cannot
-# trace. narrow's first sample passes it as a Python int, and under
-# torch.compile dynamo captures the tensor argument in its graph itself; tensor_split's points
-# are read as unbacked numbers in export's trace. Front ends that run only the first sample of
-# each op (export; every front end in the compatibility run) and the compile front ends pass them
-DATA_DEPENDENT_ARGUMENT = Category(
-    "reads tensor values while tracing ({} given as a tensor): cannot be traced with fake tensors",
-    frozenset({DECOMPOSE_FE}),
-    {"narrow": "its start", "tensor_split": "its split points"},
-)
-FIRST_SAMPLE_PASSES = frozenset(DATA_DEPENDENT_ARGUMENT.ops)
 
 # ---- eager front end only ------------------------------------------------------------------
 
@@ -132,7 +121,7 @@ HARNESS_CALL = Category(
 
 # Where an op is in two categories on one front end, the earlier category's failure is the one
 # a run meets first (the harness call before tracing, tracing before the missing rule)
-CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, DATA_DEPENDENT_ARGUMENT, SPARSE,
+CATEGORIES = (HARNESS_CALL, DATA_DEPENDENT, SPARSE,
               FIXED_SHAPE)
 
 
@@ -156,13 +145,12 @@ COMPILE = _table(COMPILE_FE, leave_out=NO_GRAPH.keys())
 # Inductor compiles what the eager inner compiles: the same failures
 INDUCTOR = dict(COMPILE)
 # the export front end runs the first complex64 sample of each op
-EXPORT = {op: reason for op, reason in DECOMPOSE.items() if op not in FIRST_SAMPLE_PASSES}
+EXPORT = dict(DECOMPOSE)
 
 
 # ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
 
 # front end (shapes, dynamic, export, and onnx: export's ONNX Runtime run) -> entry -> why it fails there
-_TORCH_ONNX = "torch.onnx {}, as for the same real program (a limit of torch.onnx, not of realify's rules)"
 SIZES: dict[str, dict[str, str]] = {
     "shapes": {},
     "dynamic": {},
@@ -170,16 +158,8 @@ SIZES: dict[str, dict[str, str]] = {
         "resize_": "resize_ to a size of its own on an input with symbolic sizes: storage_offset() of a symbolic "
                    "tensor in the functionalizing trace (resize_ is unsupported: docs/limits.md)",
     },
-    # the export front end's ONNX Runtime run (every eighth entry; none in the compatibility run)
-    "onnx": {
-        "matrix_exp": _TORCH_ONNX.format("has no translation for aten.linalg_matrix_exp (DispatchError)"),
-        "std_mean": _TORCH_ONNX.format("writes a Reshape without its data input for a dynamic dim "
-                                       "(ONNX Runtime: INVALID_GRAPH)"),
-        "nn.functional.unfold": _TORCH_ONNX.format("writes a Reshape of a dynamic dim that ONNX Runtime rejects "
-                                                   "(target shape product of 0 with -1)"),
-        "fft.ifftshift": _TORCH_ONNX.format("writes roll with a shift read from a dynamic size (n // 2) as a "
-                                            "constant attribute (TypeError)"),
-    },
+    # the export front end's ONNX Runtime run (every sixteenth entry; none in the compatibility run)
+    "onnx": {},
 }
 
 # entries whose compile runs at symbolic sizes hand dynamo's graph to no backend, beyond NO_GRAPH
@@ -208,5 +188,7 @@ REFUSED: dict[str, dict[str, str]] = {
                                           "convolution against 1",
         "as_strided.partial_views": "as_strided of a strided view (a part of the pairs) has no ONNX form: ONNX "
                                     "tensors have no storage for its strides",
+        "matrix_exp": "torch.onnx has no form of the matrix exponential, of real matrices either (realify.onnx "
+                      "names torch.linalg.matrix_exp rather than torch.onnx's DispatchError)",
     },
 }

@@ -500,6 +500,47 @@ def test_data_dependent_sizes_over_a_dynamic_dim():
         assert_close(adapter(*args), _DataDependentSizes()(*args))
 
 
+def _unfold(z):
+    return torch.nn.functional.unfold(z, (2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
+
+
+@pytest.mark.parametrize("batch", [0, 3])
+def test_unfold_over_dynamic_sizes_in_onnx_runtime(batch):
+    """nn.functional.unfold (aten.im2col, realify.onnx's translation) with dynamic spatial dims,
+    padding, dilation and stride: eager's values in ONNX Runtime at other sizes, an empty batch
+    included (torch.onnx's own Reshape to (N, C*kh*kw, -1) is refused by ONNX Runtime where N
+    is 0)."""
+    h, w = Dim("h", min=4, max=32), Dim("w", min=7, max=32)
+    ep = realify.export(_unfold, (randc(batch, 2, 6, 9),), dynamic_shapes=({2: h, 3: w},))
+    _, session = onnx_session(ep)
+    for size in ((6, 9), (5, 12), (11, 7)):
+        z = randc(batch, 2, *size)
+        (out,) = run_onnx(session, [torch.view_as_real(z)])
+        assert_close(torch.tensor(out), torch.view_as_real(_unfold(z)))
+
+
+def _shifted_statistics(z):
+    std, mean = torch.std_mean(z)
+    flat = torch.roll(z, z.shape[1] // 2)  # no dims: a roll of the flattened tensor
+    return torch.fft.fftshift(z), torch.fft.ifftshift(z, dim=1), flat, std, mean, z.mean(dim=(0, 1), keepdim=True)
+
+
+def test_rolls_by_dynamic_sizes_and_means_over_every_dim_in_onnx_runtime():
+    """Ops torch.onnx translates wrongly at dynamic sizes, for real programs too: a roll by a
+    shift read from a dynamic size (fftshift's n // 2, which torch.onnx writes as a constant
+    attribute: a TypeError) and a mean over every dim (aten.mean.dim with dim=None, which
+    realify's rules write for a complex mean: a Reshape with no input). realify.onnx's
+    translations: eager's values in ONNX Runtime at other sizes."""
+    m, n = Dim("m", min=2, max=32), Dim("n", min=2, max=32)
+    ep = realify.export(_shifted_statistics, (randc(5, 6),), dynamic_shapes=({0: m, 1: n},))
+    _, session = onnx_session(ep)
+    for size in ((5, 6), (4, 9), (7, 2)):
+        z = randc(*size)
+        outs = run_onnx(session, [torch.view_as_real(z)])
+        expected = [torch.view_as_real(e) if e.is_complex() else e for e in _shifted_statistics(z)]
+        assert_close([torch.from_numpy(o) for o in outs], expected)
+
+
 def test_a_size_fixed_by_realify_is_refused_naming_the_dim():
     """An ONNX form unrolled over a dynamic matrix size (the LU of a solve) is refused at
     to_onnx with the size and the condition, never written for the example's size alone; the

@@ -18,7 +18,9 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     and replace torch.onnx's translations of the aten ops whose defaults lose what realify's
     rules rely on: signs of zeros (``copysign``, ``signbit``, ``where``), ``hypot`` without
     overflow, ``expm1``/``log1p``/``atan2`` without cancellation near 0, istft's overlap-add
-    and a Cholesky factorization, which ONNX lacks. :func:`to_onnx` passes them itself; pass
+    and a Cholesky factorization, which ONNX lacks, and the ops torch.onnx translates wrongly
+    at dynamic sizes (``roll`` by a size-dependent shift, ``mean`` over every dim, ``im2col``
+    of an empty batch). :func:`to_onnx` passes them itself; pass
     them to ``torch.onnx.export`` to export a program of :func:`realify.export` directly.
 
     Returns
@@ -56,6 +58,9 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     from .fft import fft_c2c, fft_c2c_pairs, fft_c2r, fft_r2c, fft_r2c_pairs
     from .overlap_add import unfold_backward
     from .pointwise import atan2, copysign, expm1, hypot, log1p, signbit, straight_through, where
+    from .reductions import mean_dim
+    from .rolls import roll
+    from .sliding_blocks import im2col
 
     return {
         torch.ops.realify.fft_c2c.default: fft_c2c,
@@ -90,4 +95,12 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         # realify's trace writes nn.Bilinear (which torch.export keeps, and torch.onnx translates) as
         # aten._trilinear, which torch.onnx has no translation for
         torch.ops.aten._trilinear.default: trilinear,
+        # nn.functional.unfold: torch.onnx's Reshape to (N, C*kh*kw, -1) has no size to infer for
+        # the -1 where N is 0 (ONNX Runtime refuses the model)
+        torch.ops.aten.im2col.default: im2col,
+        # a mean over every dim (dim=None): torch.onnx's translation writes a Reshape of the
+        # absent dim argument, a Reshape with no input
+        torch.ops.aten.mean.dim: mean_dim,
+        # fftshift's roll by n // 2 of a dynamic n: torch.onnx writes the shift as a constant
+        torch.ops.aten.roll.default: roll,
     }
