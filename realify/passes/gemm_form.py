@@ -67,6 +67,15 @@ TIMED_WORK = 32**3
 REPEATS = 5
 TIME_BUDGET_S = 0.05
 
+# The threshold rule (realify/passes/layout.py, rule 3). Matrix products below this arithmetic
+# intensity (m n k / (m k + k n + m n) per matrix, the flops per element moved, about n/3 for
+# square n x n products) and with an inner dimension k of at least PAIRS_GEMM_MIN_INNER run as
+# BLAS's complex GEMM on the pairs: the planar form's measured crossover above; below, a
+# product as short as a quantum gate's (k = 2) is cheaper planar, next to the elementwise work
+# around it (docs/benchmarks.md, "Measurements behind design choices").
+PAIRS_GEMM_INTENSITY = 192
+PAIRS_GEMM_MIN_INNER = 16
+
 FORM_KEY = "realify_gemm_form"  # the chosen form, on the real product nodes of a complex one
 
 
@@ -151,8 +160,6 @@ def decide(choice: Choice, problem: MatrixProduct | None, inner: int | None, rul
         if form == "pairs" and problem is None:
             return planar, "forced; symbolic sizes stay planar"
         return form, "forced"
-    from .layout import PAIRS_GEMM_MIN_INNER
-
     if problem is None:
         return rule, "threshold (symbolic sizes)"
     if inner is not None and inner < PAIRS_GEMM_MIN_INNER:

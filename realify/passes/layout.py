@@ -73,6 +73,7 @@ from ..runtime import ops  # noqa: F401  (registers the realify:: ops rule 4 rew
 from . import gemm_form
 from .autocast import tagged_dtype
 from .cleanup import call_on_fakes, keep_unread, same_shape
+from .gemm_form import PAIRS_GEMM_INTENSITY, PAIRS_GEMM_MIN_INNER
 
 aten = torch.ops.aten
 
@@ -275,14 +276,6 @@ def _filled_pairs(graph: fx.Graph, stack: fx.Node) -> fx.Node | None:
 # ---- rule 3: products ------------------------------------------------------------------------
 
 
-# Matrix products below this arithmetic intensity (m n k / (m k + k n + m n) per matrix, the
-# flops per element moved, about n/3 for square n x n products) and with an inner dimension k
-# of at least PAIRS_GEMM_MIN_INNER run as BLAS's complex GEMM on the pairs: the planar form's
-# measured crossover above; below, a product as short as a quantum gate's (k = 2) is cheaper
-# planar, next to the elementwise work around it (docs/benchmarks.md, "Measurements behind
-# design choices").
-PAIRS_GEMM_INTENSITY = 192
-PAIRS_GEMM_MIN_INNER = 16
 
 _MATRIX_PRODUCTS = (aten.mm.default, aten.bmm.default)
 
