@@ -346,11 +346,13 @@ class _CompiledUnderOptions:
 
     def __init__(self, call: RealCall, where: str):
         self.call = call
-        self.values = tuple(getattr(config, name) for name in self.OPTIONS)
+        # read on every call: one C-level attrgetter of all the names, not a getattr per name
+        self.read = operator.attrgetter(*self.OPTIONS)
+        self.values = self.read(config)
         self.where = where
 
     def __call__(self, *args: Any) -> Any:
-        if tuple(getattr(config, name) for name in self.OPTIONS) != self.values:
+        if self.read(config) != self.values:
             self._refuse()
         return self.call(*args)
 

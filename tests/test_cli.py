@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from realify.bench import report, runner, workloads
+from realify.bench import overhead, report, runner, workloads
 from realify.tools import cli
 
 FAST = "eager,realify-eager"
@@ -359,3 +359,30 @@ def test_vector_flags_are_read_from_cpuinfo():
     arm = "processor\t: 0\nFeatures\t: fp asimd evtstrm sve sve2 bf16\n"
     assert report.vector_flags(arm) == ["asimd", "sve", "sve2"]
     assert report.vector_flags("") == []
+
+
+def test_overhead_mode_tables_every_call_and_layer(tmp_path, capsys):
+    out_json = tmp_path / "overhead.json"
+    rc = cli.main(["bench", "--overhead", "--only", "mul-add", "--repeat", "5", "--warmup", "1",
+                   "--json", str(out_json)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "mul-add fwd (tiny: n=16), median of 5 calls each, alternating" in printed
+    for _, label in overhead.CALLS:
+        assert label in printed
+    for mode, label, _, _ in overhead.LAYERS:
+        assert f"{mode}: {label}" in printed
+    assert "realify minus default, whole call" in printed and "beyond the compiled graph" in printed
+    (result,) = json.loads(out_json.read_text())["results"]
+    assert result["workload"] == "mul-add" and result["variant"] == "fwd" and result["calls"] == 5
+    assert set(result["us"]) == {name for name, _ in overhead.CALLS} and not result["notes"]
+    assert all(us > 0 for us in result["us"].values())
+
+
+def test_overhead_of_a_training_step_is_whole_calls():
+    (fwd, train) = overhead.select(["rotary"], train=True)
+    assert (fwd.variant, train.variant) == ("fwd", "train")
+    result = overhead.measure(train, calls=2, warmup=0)
+    assert set(result.us) == {"eager", "default", "realify"}
+    assert "realify minus default, whole call" in overhead.format_overhead(result)
+    assert "layer" not in overhead.format_overhead(result).splitlines()

@@ -453,13 +453,19 @@ def pairs_to_complex(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch
     """Turn real ``(*shape, 2)`` interleaved pairs into complex ``(*shape)`` (of ``dtype`` if given).
 
     The result is a view where ``x``'s strides allow one (the pairs adjacent, every other stride
-    even), else a copy first. float16 pairs make complex32 (a copy:
+    and the storage offset even), else a copy first. float16 pairs make complex32 (a copy:
     :func:`realify.runtime.dtypes.complex_of`).
     """
-    if x.stride(-1) != 1 or any(s % 2 for s in x.stride()[:-1]):
-        x = x.contiguous()
-    z = complex_of(x[..., 0], x[..., 1]) if x.dtype == torch.float16 else torch.view_as_complex(x)
-    return z if dtype is None or z.dtype == dtype else z.to(dtype)  # on every compiled call: no .to when it is one
+    if x.dtype == torch.float16:
+        z = complex_of(x[..., 0], x[..., 1])
+    else:
+        # on every compiled call: view_as_complex checks the strides itself (the pairs adjacent,
+        # the other strides and the offset even), faster than reading them here
+        try:
+            z = torch.view_as_complex(x)
+        except RuntimeError:
+            z = torch.view_as_complex(x.contiguous())
+    return z if dtype is None or z.dtype == dtype else z.to(dtype)  # no .to where it is one
 
 
 class RealCall:
@@ -502,6 +508,13 @@ class RealCall:
         spec = b.out_spec
         self.plain_tuple = spec is None or (spec.type is tuple and all(child.is_leaf() for child in spec.children()))
         self.regions = b.written_regions or (None,) * len(b.mutated_inputs)
+        self.num_user_outputs = b.num_user_outputs
+        layout = b.output_layout
+        self.to_complex: Callable[[torch.Tensor, torch.dtype], torch.Tensor] = (
+            pairs_to_complex if layout == "interleaved" else lambda x, dtype: to_complex(x, layout, dtype))
+        # most programs write no input and return no view nor restrided output: one test per call
+        # skips the loops that handle those
+        self.after_outputs = bool(b.mutated_inputs or self.input_views or self.restrides or self.output_views)
         self.on_shared_write = on_shared_write if b.mutated_inputs else None
         if self.on_shared_write is not None:
             self.written = frozenset(b.mutated_inputs)
@@ -516,7 +529,7 @@ class RealCall:
             return (lambda z: z) if layout == "complex" else split
         pair_dtype = b.real_dtype(dtype)
         if pair_dtype == real_dtype(dtype) and not b.contiguous_pairs:
-            return pairs_of
+            return pairs_of if dtype == torch.complex32 else _pairs_view
         return lambda z: pairs_of(z).to(pair_dtype).contiguous()
 
     def __call__(self, *args: Any) -> Any:
@@ -525,7 +538,6 @@ class RealCall:
             overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed)
             if overlap is not None:
                 return self.on_shared_write(args, *overlap)
-        b = self.boundary
         if self.appended:
             args = (*args, *self.appended)
         flat = list(args)
@@ -536,10 +548,18 @@ class RealCall:
                 outs = self.program(*flat)
         else:
             outs = self.program(*flat)
-        n = b.num_user_outputs
+        n = self.num_user_outputs
         user = list(outs[:n])
+        to_complex = self.to_complex
         for k, dtype in self.leaves:
-            user[k] = to_complex(user[k], b.output_layout, dtype)
+            user[k] = to_complex(user[k], dtype)
+        if self.after_outputs:
+            self._after_outputs(args, outs, user)
+        return tuple(user) if self.plain_tuple else tree_unflatten(user, self.boundary.out_spec)
+
+    def _after_outputs(self, args: tuple, outs: Sequence[Any], user: list[Any]) -> None:
+        """Write the inputs the program writes, then take the outputs that are views and lay out the rest."""
+        b, n = self.boundary, self.num_user_outputs
         for i, new, region in zip(b.mutated_inputs, outs[n:], self.regions):
             with torch.no_grad() if i in b.hidden_writes else contextlib.nullcontext():
                 _write(args[i] if region is None else region_of(args[i], region), new, b.output_layout)
@@ -550,7 +570,13 @@ class RealCall:
                 user[k] = _restrided(user[k], stride)
         for k, view in self.output_views:  # from their bases, laid out as eager's by now
             user[k] = view.make(user[view.input])
-        return tuple(user) if self.plain_tuple else tree_unflatten(user, b.out_spec)
+
+
+def _pairs_view(z: torch.Tensor) -> torch.Tensor:
+    """:func:`pairs_of` of a complex64 or complex128 input, whose dtype is known when the call is built."""
+    if z.is_conj() or z.is_neg():
+        z = z.resolve_conj().resolve_neg()
+    return torch.view_as_real(z)
 
 
 def to_complex(x: torch.Tensor, layout: Layout, dtype: torch.dtype) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import logging
 import sys
 import time
@@ -27,13 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", action="append", metavar="NAMES",
                        help=f"comma-separated workloads to run (default: all): {', '.join(workloads.names())}")
     # "tiny" is for tests: the same code paths on toy shapes
-    bench.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}",
+    bench.add_argument("--size", choices=(*SIZES, "tiny"), default=None, metavar="{small,large}",
                        help="small: seconds per mode on 2 CPU cores (default); large: bigger machines and GPUs")
     bench.add_argument("--train", action="store_true",
                        help="also run the training variants (forward + backward + SGD step)")
     bench.add_argument("--modes", default=",".join(runner.DEFAULT_MODES),
                        help=f"comma-separated modes (default: {','.join(runner.DEFAULT_MODES)})")
-    bench.add_argument("--repeat", type=int, default=10, metavar="N", help="timed calls per mode (default 10)")
+    bench.add_argument("--repeat", type=int, default=None, metavar="N", help="timed calls per mode (default 10)")
     bench.add_argument("--warmup", type=int, default=2, metavar="N", help="untimed calls after the first (default 2)")
     bench.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     bench.add_argument("--warm-cache", action="store_true",
@@ -42,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", metavar="PATH.png", help="draw speedup vs eager as a grouped bar chart")
     bench.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    bench.add_argument("--overhead", action="store_true",
+                       help="per-call cost instead: eager, torch.compile and realify.compile and the layers of "
+                            "their calls, alternating (default: --size tiny, --repeat 2000, a few tiny workloads)")
 
     demo = sub.add_parser("demo", help="run a few workloads through backend='realify' and check them against eager")
     demo.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}",
@@ -144,6 +148,10 @@ def _available_devices() -> list[str]:
 def bench(args: argparse.Namespace) -> int:
     from ..bench import report, runner
 
+    if args.overhead:
+        return overhead(args)
+    args.size = args.size or "small"
+    args.repeat = args.repeat or 10
     try:
         cases = runner.select(args.only, train=args.train)
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -172,6 +180,33 @@ def bench(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(rows, args.plot, title=f"realify bench --size {args.size} ({m['cpu']}, {m['cores']} cores)")
         print(f"wrote {args.plot}")
+    return 0
+
+
+def overhead(args: argparse.Namespace) -> int:
+    """``bench --overhead``: the per-call cost tables (realify/bench/overhead.py)."""
+    from ..bench import overhead, report
+
+    try:
+        cases = overhead.select(args.only, train=args.train)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    if args.device != "cpu":
+        print("error: --overhead measures CPU calls only", file=sys.stderr)
+        return 2
+    size, calls = args.size or "tiny", args.repeat or 2000
+    print(f"{report.demo_machine_line('cpu')}\n")
+    results = []
+    for case in cases:
+        result = overhead.measure(case, size=size, calls=calls, warmup=max(args.warmup, 20))
+        results.append(result)
+        print(overhead.format_overhead(result) + "\n", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": report.machine(), "results": [r.to_dict() for r in results]}, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.json}")
     return 0
 
 
