@@ -13,6 +13,23 @@ through the same compiled function at inputs grown to twice each size of 2 or mo
 automatic dynamic shapes recompile with symbolic sizes, and compared again. A failing example
 prints as the Python program and the inputs that reproduce it (``Program.__repr__``), shrunk by hypothesis.
 
+Export is the other front end, and its sizes are the user's to choose: a program exported once
+is called at whatever sizes its dynamic dims take. So programs are also run through
+``realify.export`` (:func:`check_export`) with every input dim ``Dim.AUTO`` or ``Dim.DYNAMIC``
+(drawn), then through ``ComplexCallAdapter`` at the example's sizes and at others: grown by two
+drawn steps, shrunk by one, and 1 where the program's ranges allow (export_sizes in
+realify/tools/symbolic_sizes.py, the OpInfo table's), the inputs' drawn values tiled or cut to
+the new shape. Each is compared with eager as above, outputs, inputs written in place and
+gradients alike; for some complex64 programs the ONNX model runs in ONNX Runtime at the same
+sizes. A size eager or plain ``torch.export``'s own program rejects is not one the program must
+take. realify.export may refuse a dynamic dim with torch.export's constraint violation (and
+realify.onnx with ``NoOnnxFormError``), naming the size: an outcome. A crash, a dim plain
+torch.export keeps dynamic that realify's program fixes, a run-time guard failure at a size
+plain torch.export's program takes, or a wrong value fails. Programs with an op of the user's
+own are not drawn for export (an exported program has no eager islands, by design), and
+gradients go unchecked where the program holds an autograd construct other than a
+stop-gradient (the exported program is the forward's trace: see ``op_autograd``).
+
 How close is close enough (:func:`assert_matches`). Two implementations of the same op that
 are each backward stable differ, per element, by a few rounding errors of that op times the
 condition of everything computed after it. The first part is bounded: ``C * depth * eps *
@@ -34,7 +51,7 @@ as eager's. Signs of zeros are not compared: they differ by design in C99 additi
 
 Deliberate differences are excluded by construction, not by looser comparisons; each
 generator says where (``C99`` in the comments below). The bounded run is part of the default
-suite; ``-m fuzz_long`` runs 2000+ programs more.
+suite; ``-m fuzz_long`` runs 2000+ programs more, and 500 through export.
 """
 
 from __future__ import annotations
@@ -53,9 +70,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from no_rule_ops import phase_twist
+from torch._dynamo.exc import UserError, UserErrorType
+from torch.export import Dim
 from torch.utils._pytree import tree_leaves
 
 import realify
+from realify.tools.symbolic_sizes import _Program as ModuleOf
+from realify.tools.symbolic_sizes import auto_shapes, dynamic_input_dims, export_sizes, onnx_session, run_session
 
 C64, C128 = torch.complex64, torch.complex128
 INF, NAN = math.inf, math.nan
@@ -151,9 +172,10 @@ class Input:
     alias_of: str | None = None  # the same tensor as another argument
     overlap_of: str | None = None  # base[1:] of another argument's base[:-1] (overlapping views)
 
-    def code(self, dtype: torch.dtype, grown: bool = False) -> str:
-        """The lines that make the argument; ``grown``: at :func:`_grown` of its shape, the
-        base's values tiled (every special value and magnitude the drawn ones hold)."""
+    def code(self, dtype: torch.dtype, sizes: dict[int, int] | None = None) -> str:
+        """The lines that make the argument; ``sizes``: at its shape with each size found in
+        the map replaced (one map for every argument, so sizes that must agree still do), the
+        base's values tiled or cut (every special value and magnitude the drawn ones hold)."""
         if self.alias_of is not None:
             return f"{self.name} = {self.alias_of}  # the same tensor twice"
         if self.overlap_of is not None:
@@ -161,7 +183,7 @@ class Input:
             return f"{self.name} = {base}[1:]  # overlaps {self.overlap_of} = {base}[:-1]"
         values = ", ".join(_complex_literal(v) for v in self.values)
         data = f"torch.tensor([{values}], dtype={_dtype_name(dtype)}).reshape({self.base_shape!r})"
-        shape = _grown(self.shape) if grown else self.shape
+        shape = tuple(sizes.get(n, n) for n in self.shape) if sizes else self.shape
         base_shape = _base_shape(self.view, shape)
         if base_shape != self.base_shape:
             reps = tuple(-(-new // old) if old else 1 for old, new in zip(self.base_shape, base_shape))
@@ -174,10 +196,10 @@ class Input:
         return f"{self.name}_base = {data}\n{self.name} = {view.replace('base', self.name + '_base')}"
 
 
-def _grown(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The call shape a program sees second: each size of 2 or more doubled (0 and 1, which
-    dynamo specializes, kept)."""
-    return tuple(2 * n if n >= 2 else n for n in shape)
+def _grown(program: Program) -> dict[int, int]:
+    """The sizes a program sees at its second call: each size of 2 or more doubled (0 and 1,
+    which dynamo specializes, kept)."""
+    return {n: 2 * n for i in program.inputs for n in i.shape if n >= 2}
 
 
 def _base_shape(view: str, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -207,7 +229,14 @@ class Program:
     # called a second time, at the inputs grown (Input.code): automatic dynamic shapes then
     # recompile with symbolic sizes, as a loop over batches or lengths does
     second_call: bool = False
-    grown: bool = False  # this copy's inputs are the grown ones
+    # this copy's inputs at other sizes (Input.code): the grown ones, or an exported program's
+    sizes: dict[int, int] | None = None
+    # through realify.export (check_export) rather than realify.compile: every input dim
+    # Dim.AUTO ("auto") or Dim.DYNAMIC ("dynamic"), then called at its sizes grown by each of
+    # export_steps, shrunk, and 1 where its ranges allow; in ONNX Runtime too where onnx_runtime
+    export_dims: str | None = None
+    export_steps: tuple[int, ...] = (1, 3)
+    onnx_runtime: bool = False
 
     def source(self, lines: list[str] | None = None) -> str:
         args = ", ".join(i.name for i in self.inputs)
@@ -250,30 +279,39 @@ class Program:
         leaves = []
         for spec in self.inputs:
             if spec.alias_of is not None or spec.overlap_of is not None:
-                exec(spec.code(dtype, self.grown), env)
+                exec(spec.code(dtype, self.sizes), env)
                 continue
-            exec(spec.code(dtype, self.grown).split("\n")[0], env)
+            exec(spec.code(dtype, self.sizes).split("\n")[0], env)
             base = env[f"{spec.name}_base"]
             if requires_grad:
                 base.requires_grad_(True)
             leaves.append(base)
-            exec(spec.code(dtype, self.grown).split("\n")[1], env)
+            exec(spec.code(dtype, self.sizes).split("\n")[1], env)
         return [env[i.name] for i in self.inputs], leaves
 
     def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis prints examples with this
         printer.text(repr(self))
 
     def __repr__(self) -> str:
-        inputs = "\n".join(i.code(self.dtype) for i in self.inputs)
+        inputs = "\n".join(i.code(self.dtype, self.sizes) for i in self.inputs)
         call = ", ".join(i.name for i in self.inputs)
+        grads = "; gradients of the projected outputs" if self.check_grads else ""
+        if self.export_dims is not None:
+            dim = {"auto": "Dim.AUTO",
+                   "dynamic": "Dim.DYNAMIC (Dim.AUTO for sizes 0 and 1, or where plain torch.export refuses it)",
+                   }[self.export_dims]
+            onnx = ", and its realify.onnx.to_onnx in ONNX Runtime" if self.onnx_runtime else ""
+            return (f"\n{self.source()}\n{inputs}\n"
+                    f"# compare realify.ComplexCallAdapter(realify.export(program, ({call},), dynamic_shapes=every "
+                    f"input dim {dim}))({call}){onnx} with program({call}){grads}; then at sizes grown by "
+                    f"{self.export_steps}, shrunk by 1, and 1 where the program's ranges allow\n")
         second = ""
         if self.second_call:
-            grown = "\n".join(i.code(self.dtype, grown=True) for i in self.inputs)
+            grown = "\n".join(i.code(self.dtype, _grown(self)) for i in self.inputs)
             second = f"# then the same compiled function on\n{grown}\n"
         return (f"\n{self.source()}\n{inputs}\n{second}"
                 f"# compare realify.compile(program, inner=...{', dynamic=True' if self.dynamic else ''})({call}) "
-                f"with program({call})"
-                f"{'; gradients of the projected outputs' if self.check_grads else ''}\n")
+                f"with program({call}){grads}\n")
 
 
 def _complex_literal(v: complex) -> str:
@@ -326,9 +364,11 @@ class Builder:
     """Draws a program op by op, keeping the shape, kind and magnitude bound of each value.
     Shapes come from running each line on zeros (cheap, and exactly eager's rules)."""
 
-    def __init__(self, draw, dtype: torch.dtype, allow_special: bool, allow_mutation: bool):
+    def __init__(self, draw, dtype: torch.dtype, allow_special: bool, allow_mutation: bool, export: bool = False,
+                 control: bool = True):
         self.draw, self.dtype = draw, dtype
-        self.allow_special, self.allow_mutation = allow_special, allow_mutation
+        self.allow_special, self.allow_mutation, self.export = allow_special, allow_mutation, export
+        self.control = control
         self.inputs: list[Input] = []
         self.vars: list[Var] = []
         self.lines: list[str] = []
@@ -336,6 +376,9 @@ class Builder:
         self.counter = 0
         self.mutated = False
         self.has_axis_or_special = False
+        # an autograd construct other than a stop-gradient (op_autograd): its gradient is not
+        # its trace's, which is what an exported program differentiates
+        self.gradient_outside_trace = False
 
     # values and inputs
 
@@ -436,6 +479,12 @@ class Builder:
         draw = self.draw
         kinds = ["unary", "unary", "binary", "binary", "scalar", "reduce", "scan", "view", "view", "contract",
                  "join", "select", "fft", "roundtrip", "inplace", "real", "autograd", "island", "control"]
+        if self.export:
+            # an exported program has no eager islands: realify.export refuses an op without a
+            # rule by design (MissingRuleError, docs/export.md "Limits")
+            kinds.remove("island")
+        if not self.control:
+            kinds.remove("control")
         kind = draw(st.sampled_from(kinds))
         getattr(self, f"op_{kind}")()
 
@@ -537,6 +586,21 @@ class Builder:
             options += ["slice", "step", "squeeze", "expand"]
             if v.shape[0] >= 1:
                 options += ["select"]
+            if self.export:
+                # No slice of a size of 2 down to 1 (s - 1, (s + 1) // 2) in an exported program:
+                # where plain torch.export keeps s dynamic (an empty tensor, whose unary ops ask
+                # nothing of sizes), realify's real ops on the parts broadcast, torch's
+                # broadcasting asks guard_or_false(s - 1 == 1), and the yes replaces s by 2.
+                # realify.export's size conditions (realify/engine/size_conditions.py) pass
+                # guard_or_false's questions as ones either answer of which is right, so nothing
+                # is refused: the real program keeps the dim in its signature and fails its own
+                # run-time check (s - 1 == 1) at every other size (torch.exp(a[1:]), a[1:].conj(),
+                # torch.angle(a[..., ::2]) of a (2, 0) / (0, 2) a), or the trace crashes
+                # (a[1:] * (1+2j): "Cannot call storage_offset() on tensor with symbolic sizes")
+                if v.shape[0] == 2:
+                    options.remove("slice")
+                if v.shape[-1] == 2:
+                    options.remove("step")
         how = self.draw(st.sampled_from(options))
         expr = {
             "reshape": f"{v.name}.reshape(-1)",
@@ -650,6 +714,13 @@ class Builder:
         how = self.draw(st.sampled_from(kinds))
         if how == "reversal" and not v.finite:  # C99 addition (op_binary): the operands finite
             how = "detach"
+        # An exported program keeps only the trace of the forward: a custom Function's backward,
+        # an inference_mode region and a hook (registered where an input requires grad, which
+        # no export's does) are lost in plain torch.export too; plain torch.export keeps
+        # no_grad and set_grad_enabled regions (wrap_with_set_grad_enabled), which realify's
+        # decomposition of the graph inlines, so the real program differentiates through them.
+        # Such programs' exported values are checked, their gradients not (programs())
+        self.gradient_outside_trace |= how not in ("detach", "reversal")
         s = self.draw(st.sampled_from(SCALARS))
         scaled = v.bound * abs(s)
         if how == "detach":
@@ -749,9 +820,13 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 
 
 @st.composite
-def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True, max_ops: int = 8) -> Program:
+def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True, max_ops: int = 8,
+             export: bool = False, control: bool = True, onnx_share: int = 6) -> Program:
+    """A program for realify.compile, or with ``export`` for realify.export (check_export): no
+    eager islands, gradients checked only where the exported trace has eager's, and one
+    complex64 program in ``onnx_share`` run in ONNX Runtime too. ``control``: torch.cond."""
     dtype = draw(st.sampled_from(dtypes))
-    b = Builder(draw, dtype, allow_special=True, allow_mutation=mutation)
+    b = Builder(draw, dtype, allow_special=True, allow_mutation=mutation, export=export, control=control)
     shape = draw(st.sampled_from([(), (3,), (2, 3), (1, 3), (3, 1), (2, 2, 3), (0,), (2, 0)]))
     b.new_input(shape)
     count = draw(st.integers(3, max_ops))
@@ -760,9 +835,19 @@ def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True
     values = [v for v in b.vars if v.name.startswith("v")]
     outputs = [values[-1].name] + [v.name for v in values[:-1] if draw(st.booleans()) and draw(st.booleans())]
     check_grads = grads and not b.mutated and not (KEEP_OFF["axis_gradients"] and b.has_axis_or_special)
-    return Program(dtype, b.inputs, b.lines, outputs, depth=count, mutates_inputs=b.mutated,
-                   check_grads=check_grads, projection_seed=draw(st.integers(0, 2 ** 16)),
-                   dynamic=draw(st.integers(0, 2)) == 0, second_call=draw(st.booleans()))
+    program = Program(dtype, b.inputs, b.lines, outputs, depth=count, mutates_inputs=b.mutated,
+                      check_grads=check_grads, projection_seed=draw(st.integers(0, 2 ** 16)),
+                      dynamic=draw(st.integers(0, 2)) == 0, second_call=draw(st.booleans()))
+    if export:
+        # the other sizes: grown by a small and a larger step (and shrunk: check_export)
+        steps = (draw(st.integers(1, 2)), draw(st.integers(3, 6)))
+        # ONNX Runtime has no float64 Atan (docs/export.md "Limits"), which complex128's
+        # log, sqrt, angle and pow reach through atan2: complex64 programs only
+        onnx = dtype == C64 and draw(st.integers(0, onnx_share - 1)) == 0
+        program = dataclasses.replace(program, check_grads=check_grads and not b.gradient_outside_trace,
+                                      export_dims=draw(st.sampled_from(["auto", "dynamic"])),
+                                      export_steps=steps, onnx_runtime=onnx)
+    return program
 
 
 # ---- running and comparing -------------------------------------------------------------------
@@ -940,10 +1025,15 @@ def check_program(program: Program, inner: str = "eager") -> None:
     where eager runs the program there (a slice or a literal size may not fit them)."""
     torch._dynamo.reset()
     compiled = _compiled(program, inner)
-    _check_call(program, inner, compiled)
-    grown = dataclasses.replace(program, grown=True)
-    if program.second_call and any(_grown(i.shape) != i.shape for i in program.inputs) and _eager_runs(grown):
-        _check_call(grown, inner, compiled)
+
+    def run(program: Program, dtype: torch.dtype, grads: bool):
+        # another precision (a measure of realify's own rounding) compiled afresh
+        return _call(compiled if dtype == program.dtype else _compiled(program, inner), program, dtype, grads)
+
+    _check_call(program, run)
+    grown = dataclasses.replace(program, sizes=_grown(program))
+    if program.second_call and grown.sizes and _eager_runs(grown):
+        _check_call(grown, run)
 
 
 def _eager_runs(program: Program) -> bool:
@@ -954,29 +1044,20 @@ def _eager_runs(program: Program) -> bool:
     return True
 
 
-def _check_call(program: Program, inner: str, compiled) -> None:
-    """One call of ``compiled`` (``program`` compiled) on ``program``'s inputs, against eager."""
+def _check_call(program: Program, run) -> None:
+    """One call of realify's program on ``program``'s inputs, against eager. ``run(program,
+    dtype, grads)``: realify's outputs on fresh inputs of ``dtype``, and the leaves of those
+    inputs (``dtype`` other than the program's: a measure of realify's own rounding)."""
     grads = program.check_grads
     dtype = program.dtype
     _, leaves_e, out_e = _run_eager(program, dtype, grads)
     _, leaves64, out64 = _run_eager(program, C64, grads)
     _, leaves128, out128 = _run_eager(program, C128, grads)
-
-    # eager's complex64 and complex128 results can agree exactly by luck where the condition
-    # is large: z / z is exactly 1 + 0i in complex64 and 1 + 1e-16i in complex128 (or the
-    # other way round), and an FFT of such quotients cancels to 0 or to 1e-16. One complex64
-    # rounding per op, in complex128, measures that condition without luck
-    perturbed = _run_perturbed(program, program.projection_seed)
-    out, leaves = _call(compiled, program, dtype, grads)
-    flat_out, flat_e = tree_leaves(out), tree_leaves(out_e)
-    assert len(flat_out) == len(flat_e)
-    for i, (o, x, x64, x128, xp) in enumerate(zip(flat_out, flat_e, tree_leaves(out64), tree_leaves(out128),
-                                                 tree_leaves(perturbed))):
-        assert o.dtype == x.dtype, f"output {i}: dtype {o.dtype} != eager's {x.dtype}"
-        assert_matches(o, x, x64, x128, dtype, program.depth, f"output {i}", spreads=[(xp, x128)])
+    out, leaves = run(program, dtype, grads)
+    _check_outputs(program, out, (out_e, out64, out128))
     if program.mutates_inputs:
         for i, (leaf, le, l64, l128) in enumerate(zip(leaves, leaves_e, leaves64, leaves128)):
-            assert_matches(leaf, le, l64, l128, dtype, program.depth, f"input base {i} after the call")
+            assert_matches(leaf, le, l64, l128, dtype, program.depth, f"input base {i} after the call{_at(program)}")
     if grads:
         seed = program.projection_seed
         g = _grads(_projected_loss(out, seed), leaves)
@@ -991,7 +1072,7 @@ def _check_call(program: Program, inner: str, compiled) -> None:
             conditioned = [(pick(perturbed_grads), pick(g128))]
             try:
                 assert_matches(pick(g), pick(ge), pick(g64), pick(g128), dtype, 2 * program.depth,
-                               f"gradient of input base {i}", spreads=conditioned)
+                               f"gradient of input base {i}{_at(program)}", spreads=conditioned)
             except AssertionError:
                 # A gradient sums terms that may cancel (d(z/z)/dz = 1/z - z/z^2): eager's
                 # formula can cancel exactly in both precisions, so its measured error is 0,
@@ -1003,12 +1084,12 @@ def _check_call(program: Program, inner: str, compiled) -> None:
                 # largest finite gradient term eager's backward passes along any edge of the
                 # program (its inputs' gradients included: _largest_gradient_term).
                 if own is None:
-                    own = {dtype: g, **{d: _realify_grads(program, d, inner) for d in (C64, C128) if d != dtype}}
+                    own = {dtype: g, **{d: _realify_grads(program, d, run) for d in (C64, C128) if d != dtype}}
                 terms = max(1.0, _largest_gradient_term(program, dtype, seed))
                 tolerance = dict(spreads=[*conditioned, (pick(own[C64]), pick(own[C128]))], floor=terms)
                 try:
                     assert_matches(pick(g), pick(ge), pick(g64), pick(g128), dtype, 2 * program.depth,
-                                   f"gradient of input base {i}", **tolerance)
+                                   f"gradient of input base {i}{_at(program)}", **tolerance)
                 except AssertionError:
                     # Terms larger than the result can absorb it: d(z/z)/dz's two terms of size
                     # 1/|z| (1e40 at |z| = 1e-40) plus another output's share w give 0 or w by
@@ -1017,7 +1098,7 @@ def _check_call(program: Program, inner: str, compiled) -> None:
                     # eager's answer too.
                     alt = {d: _eager_grads_output_by_output(program, d, seed) for d in (C64, C128, dtype)}
                     assert_matches(pick(g), pick(alt[dtype]), pick(alt[C64]), pick(alt[C128]), dtype,
-                                   2 * program.depth, f"gradient of input base {i}", **tolerance)
+                                   2 * program.depth, f"gradient of input base {i}{_at(program)}", **tolerance)
 
 
 def _compiled(program: Program, inner: str):
@@ -1036,9 +1117,125 @@ def _call(compiled, program: Program, dtype: torch.dtype, grads: bool):
         return compiled(*args), leaves
 
 
-def _realify_grads(program: Program, dtype: torch.dtype, inner: str) -> list[torch.Tensor]:
-    out, leaves = _call(_compiled(program, inner), program, dtype, True)
+def _check_outputs(program: Program, out, eagers) -> None:
+    """realify's outputs ``out`` against ``eagers``: eager's in the program's dtype, complex64
+    and complex128 (from _run_eager)."""
+    out_e, out64, out128 = eagers
+    # eager's complex64 and complex128 results can agree exactly by luck where the condition
+    # is large: z / z is exactly 1 + 0i in complex64 and 1 + 1e-16i in complex128 (or the
+    # other way round), and an FFT of such quotients cancels to 0 or to 1e-16. One complex64
+    # rounding per op, in complex128, measures that condition without luck
+    perturbed = _run_perturbed(program, program.projection_seed)
+    flat_out, flat_e = tree_leaves(out), tree_leaves(out_e)
+    assert len(flat_out) == len(flat_e)
+    at = _at(program)
+    for i, (o, x, x64, x128, xp) in enumerate(zip(flat_out, flat_e, tree_leaves(out64), tree_leaves(out128),
+                                                 tree_leaves(perturbed))):
+        assert o.dtype == x.dtype, f"output {i}{at}: dtype {o.dtype} != eager's {x.dtype}"
+        assert_matches(o, x, x64, x128, program.dtype, program.depth, f"output {i}{at}", spreads=[(xp, x128)])
+
+
+def _at(program: Program) -> str:
+    return f" at sizes {program.sizes}" if program.sizes else ""
+
+
+def _realify_grads(program: Program, dtype: torch.dtype, run) -> list[torch.Tensor]:
+    out, leaves = run(program, dtype, True)
     return _grads(_projected_loss(out, program.projection_seed), leaves)
+
+
+# ---- the export front end --------------------------------------------------------------------
+
+
+def check_export(program: Program) -> str:
+    """Run ``program`` through realify.export with every input dim dynamic, then through
+    ComplexCallAdapter at the example's sizes and at other sizes (export_sizes: grown by the
+    program's steps, shrunk by one, and 1 where the ranges allow it), comparing outputs,
+    inputs after the call and gradients with eager's as check_program does; and outputs in
+    ONNX Runtime where the program says so. A size eager or plain torch.export's own program
+    rejects is not checked. Returns the outcome, or torch.export's constraint violation where
+    realify.export refuses to keep a dim dynamic (an outcome, not a failure: docs/export.md,
+    "Dynamic shapes")."""
+    module = ModuleOf(program.function())
+    shapes, plain = _plain_export(module, program)
+    try:
+        ep = _export(module, program, program.dtype, shapes)
+    except UserError as refusal:
+        assert refusal.error_type is UserErrorType.CONSTRAINT_VIOLATION, refusal
+        return f"refused: {refusal}"
+    if plain is not None:
+        # the real program's complex inputs carry a trailing static 2
+        for i, (want, have) in enumerate(zip(dynamic_input_dims(plain), dynamic_input_dims(ep))):
+            assert have[: len(want)] == want, (
+                f"input {i}: dims {want} are dynamic in plain torch.export, realify.export keeps {have[: len(want)]}")
+    adapters = {program.dtype: realify.ComplexCallAdapter(ep)}
+
+    def run(other: Program, dtype: torch.dtype, grads: bool):
+        # another precision (a measure of realify's own rounding) exported afresh, at the example's sizes
+        if dtype not in adapters:
+            adapters[dtype] = realify.ComplexCallAdapter(_export(module, program, dtype, shapes))
+        args, leaves = other.make_inputs(dtype, requires_grad=grads)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return adapters[dtype](*args), leaves
+
+    session, outcome = None, "checked"
+    if program.onnx_runtime:
+        try:
+            session = onnx_session(ep)
+        except NotImplementedError as refusal:  # NoOnnxFormError: no size-independent ONNX form, named
+            outcome = f"checked; ONNX refused: {refusal}"
+    others = [dataclasses.replace(program, sizes=sizes)
+              for sizes in (export_sizes(plain, program.make_inputs()[0], steps=program.export_steps, shrink=True)
+                            if plain is not None else [])]
+    calls = [program] + [other for other in others if _eager_runs(other) and _runs(plain.module(), other)]
+    for call in calls:
+        _check_call(call, run)
+        if session is not None:
+            eagers = [_run_eager(call, dtype, False)[2] for dtype in (call.dtype, C64, C128)]
+            _check_outputs(call, run_session(session, ep, call.make_inputs()[0]), eagers)
+    return f"{outcome} at {len(calls)} sizes"
+
+
+def _plain_export(module: torch.nn.Module, program: Program):
+    """(dynamic_shapes, plain torch.export's program) for ``program``: every input dim
+    Dim.DYNAMIC where the program asks for it and plain torch.export takes it, else Dim.AUTO;
+    (None, None) where plain torch.export fails with dynamic dims or keeps none: realify.export
+    is then checked at the example's sizes, with static ones."""
+    args = program.make_inputs()[0]
+    dynamic = tuple({d: Dim.DYNAMIC if n >= 2 else Dim.AUTO for d, n in enumerate(t.shape)} for t in args)
+    for shapes in ((dynamic,) if program.export_dims == "dynamic" else ()) + (auto_shapes(args),):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                plain = torch.export.export(module, tuple(args), dynamic_shapes=(shapes,))
+        except Exception:
+            # Dim.DYNAMIC where the program ties a dim to a number: torch.export's constraint
+            # violation; plain torch.export failing otherwise leaves only a static export to check
+            continue
+        if any(any(flags) for flags in dynamic_input_dims(plain)):
+            return (shapes,), plain
+    return None, None
+
+
+def _export(module: torch.nn.Module, program: Program, dtype: torch.dtype, shapes):
+    args = program.make_inputs(dtype)[0]
+    # 4 real products per complex GEMM, as _call's compiles: the exported graph is decomposed here
+    with warnings.catch_warnings(), realify.config.patch(gemm_multiplications=4):
+        warnings.simplefilter("ignore")
+        return realify.export(module, tuple(args), dynamic_shapes=shapes)
+
+
+def _runs(module: torch.nn.Module, program: Program) -> bool:
+    """Whether ``module`` (plain torch.export's program) takes ``program``'s inputs: its own
+    run-time checks of sizes may reject them, and then realify's program may too."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module(*program.make_inputs()[0])
+    except Exception:
+        return False
+    return True
 
 
 # ---- the bounded run (default suite) and the long run ----------------------------------------
@@ -1061,6 +1258,16 @@ def test_fuzz_inductor(program):
     check_program(program, inner="inductor")
 
 
+# An export takes about a second (two traces and the decomposition), each size a few eager runs
+# more; an ONNX export takes seconds: one complex64 program in six runs in ONNX Runtime. Eager
+# torch.cond compiles its branches with dynamo at every call (0.3 s; some 30 calls for a program
+# at five sizes): the bounded run leaves it to the long run
+@settings(max_examples=int(os.environ.get("REALIFY_FUZZ_EXPORT_EXAMPLES", "20")), **_COMMON)
+@given(programs(export=True, control=False))
+def test_fuzz_export(program):
+    check_export(program)
+
+
 @pytest.mark.fuzz_long
 @settings(max_examples=2000, **{**_COMMON, "derandomize": False})
 @given(programs())
@@ -1073,6 +1280,13 @@ def test_fuzz_long_eager_inner(program):
 @given(programs())
 def test_fuzz_long_inductor(program):
     check_program(program, inner="inductor")
+
+
+@pytest.mark.fuzz_long
+@settings(max_examples=500, **{**_COMMON, "derandomize": False})
+@given(programs(export=True))
+def test_fuzz_long_export(program):
+    check_export(program)
 
 
 # ---- regressions: bugs the fuzzer found, reduced ------------------------------------------

@@ -191,7 +191,7 @@ class ExportRun:
     onnx_refused: str | None = None  # realify.onnx's named error, where it refused
 
 
-def _auto_shapes(tensors: Sequence[torch.Tensor]) -> tuple:
+def auto_shapes(tensors: Sequence[torch.Tensor]) -> tuple:
     from torch.export import Dim
     return tuple(dict.fromkeys(range(t.dim()), Dim.AUTO) for t in tensors)
 
@@ -223,9 +223,11 @@ def dynamic_input_dims(ep) -> list[list[bool]]:
             if spec.kind is InputKind.USER_INPUT and isinstance(n.meta.get("val"), torch.Tensor)]
 
 
-def export_sizes(ep, tensors: Sequence[torch.Tensor]) -> list[dict[int, int]]:
-    """Size maps for calling ``ep`` at other sizes: each dynamic size grown by 1 and by 3, and
-    shrunk to 1 where the program's ranges allow it, as far as the maps touch only dynamic dims."""
+def export_sizes(ep, tensors: Sequence[torch.Tensor], steps: Sequence[int] = (1, 3),
+                 shrink: bool = False) -> list[dict[int, int]]:
+    """Size maps for calling ``ep`` at other sizes: each dynamic size grown by each of ``steps``,
+    with ``shrink`` one less where that is 2 or more and the program's ranges allow it, and
+    shrunk to 1 where they allow that, as far as the maps touch only dynamic dims."""
     dims = dynamic_input_dims(ep)
     dynamic_sizes = {t.shape[d] for t, flags in zip(tensors, dims) for d, f in enumerate(flags) if f}
     static_sizes = {t.shape[d] for t, flags in zip(tensors, dims) for d, f in enumerate(flags) if not f}
@@ -233,7 +235,10 @@ def export_sizes(ep, tensors: Sequence[torch.Tensor]) -> list[dict[int, int]]:
     if not movable:
         return []
     lowest = min((low for low, _ in _dynamic_symbols(ep).values()), default=2)
-    maps = [{s: s + 1 for s in movable}, {s: s + 3 for s in movable}]
+    maps = [{s: s + step for s in movable} for step in steps]
+    smaller = {s: s - 1 for s in movable if s - 1 >= max(lowest, 2)}
+    if shrink and smaller:
+        maps.append(smaller)
     if lowest <= 1:
         maps.append(dict.fromkeys(movable, 1))
     return maps
@@ -251,7 +256,7 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
     import realify
 
     tensors, program = sample_program(op, sample)
-    shapes = _auto_shapes(tensors)
+    shapes = auto_shapes(tensors)
     module = _Program(program)
     try:
         plain = torch.export.export(module, tuple(tensors), dynamic_shapes=(shapes,))
@@ -274,7 +279,7 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
     session = None
     if onnx_runtime:
         try:
-            session = _onnx_session(ep)
+            session = onnx_session(ep)
         except NotImplementedError as refusal:  # NoOnnxFormError, or a form that needs static sizes
             run.onnx_refused = str(refusal)
     metadata_only = op_id(op) in NONDETERMINISTIC
@@ -289,7 +294,7 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
         dtype = sample.input.dtype if isinstance(sample.input, torch.Tensor) else torch.complex64
         assert_matches(adapter(*ts), expected, dtype=dtype, gemm=gemm, metadata_only=metadata_only)
         if session is not None:
-            assert_matches(_run_session(session, ep, ts), expected, dtype=dtype, gemm=gemm, metadata_only=metadata_only)
+            assert_matches(run_session(session, ep, ts), expected, dtype=dtype, gemm=gemm, metadata_only=metadata_only)
         run.checked += 1
     return run
 
@@ -303,7 +308,7 @@ class _Program(torch.nn.Module):
         return self.fn(*tensors)
 
 
-def _onnx_session(ep):
+def onnx_session(ep):
     from realify._optional import import_optional
     from realify.onnx import to_onnx
 
@@ -312,12 +317,15 @@ def _onnx_session(ep):
     return onnxruntime.InferenceSession(to_onnx(ep).model_proto.SerializeToString())
 
 
-def _run_session(session, ep, tensors: Sequence[torch.Tensor]) -> Any:
+def run_session(session, ep, tensors: Sequence[torch.Tensor]) -> Any:
     sig = ep.graph_module.meta["realify_signature"]
     feeds = {}
     inputs = session.get_inputs()
     for meta, t in zip(inputs, tensors):
         feeds[meta.name] = (torch.view_as_real(t.resolve_conj()) if t.is_complex() else t).contiguous().numpy()
     outs = [torch.from_numpy(o) for o in session.run(None, feeds)]
-    outs = [torch.view_as_complex(o.contiguous()) if dtype is not None else o for o, dtype in zip(outs, sig.outputs)]
+    # a copy with the strides its shape gives: numpy's empty arrays have strides 0, which
+    # contiguous() keeps (an empty tensor is contiguous) and view_as_complex refuses
+    outs = [torch.view_as_complex(o.clone(memory_format=torch.contiguous_format)) if dtype is not None else o
+            for o, dtype in zip(outs, sig.outputs)]
     return outs
