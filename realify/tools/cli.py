@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     bench.add_argument("--overhead", action="store_true",
                        help="per-call cost instead: eager, torch.compile and realify.compile and the layers of "
-                            "their calls, alternating (default: --size tiny, --repeat 2000, a few tiny workloads)")
+                            "their calls, alternating (default: a few workloads at toy shapes, --repeat 2000)")
 
     demo = sub.add_parser("demo", help="run a few workloads through backend='realify' and check them against eager")
     demo.add_argument("--size", choices=(*SIZES, "tiny"), default="small", metavar="{small,large}",
