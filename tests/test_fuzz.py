@@ -1117,9 +1117,9 @@ def _call(compiled, program: Program, dtype: torch.dtype, grads: bool):
         return compiled(*args), leaves
 
 
-def _check_outputs(program: Program, out, eagers) -> None:
+def _check_outputs(program: Program, out, eagers, normwise: bool = False) -> None:
     """realify's outputs ``out`` against ``eagers``: eager's in the program's dtype, complex64
-    and complex128 (from _run_eager)."""
+    and complex128 (from _run_eager); ``normwise``: each at the size of its largest element."""
     out_e, out64, out128 = eagers
     # eager's complex64 and complex128 results can agree exactly by luck where the condition
     # is large: z / z is exactly 1 + 0i in complex64 and 1 + 1e-16i in complex128 (or the
@@ -1132,7 +1132,9 @@ def _check_outputs(program: Program, out, eagers) -> None:
     for i, (o, x, x64, x128, xp) in enumerate(zip(flat_out, flat_e, tree_leaves(out64), tree_leaves(out128),
                                                  tree_leaves(perturbed))):
         assert o.dtype == x.dtype, f"output {i}{at}: dtype {o.dtype} != eager's {x.dtype}"
-        assert_matches(o, x, x64, x128, program.dtype, program.depth, f"output {i}{at}", spreads=[(xp, x128)])
+        floor = float(_modulus(_parts(x).double(), x.is_complex()).max()) if normwise and x.numel() else 0.0
+        assert_matches(o, x, x64, x128, program.dtype, program.depth, f"output {i}{at}", spreads=[(xp, x128)],
+                       floor=floor)
 
 
 def _at(program: Program) -> str:
@@ -1189,11 +1191,15 @@ def check_export(program: Program) -> str:
               for sizes in (export_sizes(plain, program.make_inputs()[0], steps=program.export_steps, shrink=True)
                             if plain is not None else [])]
     calls = [program] + [other for other in others if _eager_runs(other) and _runs(plain.module(), other)]
+    # ONNX Runtime's DFT is not eager's FFT: its error at a length of 7 reaches a few eps of
+    # the transform's largest values in elements far smaller, so a program with an FFT is
+    # compared there normwise (realify's own program runs eager's FFT: per element)
+    normwise = any("torch.fft." in line for line in program.lines)
     for call in calls:
         _check_call(call, run)
         if session is not None:
             eagers = [_run_eager(call, dtype, False)[2] for dtype in (call.dtype, C64, C128)]
-            _check_outputs(call, run_session(session, ep, call.make_inputs()[0]), eagers)
+            _check_outputs(call, run_session(session, ep, call.make_inputs()[0]), eagers, normwise)
     return f"{outcome} at {len(calls)} sizes"
 
 
