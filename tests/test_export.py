@@ -556,6 +556,23 @@ def test_a_size_fixed_by_realify_is_refused_naming_the_dim():
         to_onnx(ep)
 
 
+@pytest.mark.parametrize("program,shape", [
+    (lambda a: torch.exp(a[1:]), (2, 0)),
+    (lambda a: torch.angle(a[..., ::2]), (0, 2)),
+], ids=["exp-of-a-slice", "angle-of-a-strided-slice"])
+def test_a_size_fixed_by_broadcasting_the_parts_is_refused(program, shape):
+    """Of an empty tensor, plain torch.export keeps the sliced dim dynamic; realify's ops on the
+    parts broadcast, and broadcasting's question "is this size 1?" answered yes for a slice of one
+    element fixes the dim. realify.export refuses the program naming the condition, rather than
+    returning one that fails its own run-time check at every other size."""
+    from realify.tools.symbolic_sizes import _Program
+    a = torch.randn(shape, dtype=torch.complex64)
+    dims = (({0: Dim.AUTO, 1: Dim.AUTO},),)  # _Program takes its tensors as *args
+    assert torch.export.export(_Program(program), (a,), dynamic_shapes=dims).range_constraints
+    with pytest.raises(torch._dynamo.exc.UserError, match=r"Eq\(.*, 1\), for s\d+ = L\['tensors'\]\[0\]\.size\(\)"):
+        realify.export(_Program(program), (a,), dynamic_shapes=dims)
+
+
 def test_adapter_handles_conj_and_noncontiguous_inputs():
     torch.manual_seed(0)
     a, b = randc(8, 6), randc(8, 6)

@@ -587,16 +587,13 @@ class Builder:
             if v.shape[0] >= 1:
                 options += ["select"]
             if self.export:
-                # No slice of a size of 2 down to 1 (s - 1, (s + 1) // 2) in an exported program:
-                # where plain torch.export keeps s dynamic (an empty tensor, whose unary ops ask
-                # nothing of sizes), realify's real ops on the parts broadcast, torch's
-                # broadcasting asks guard_or_false(s - 1 == 1), and the yes replaces s by 2.
-                # realify.export's size conditions (realify/engine/size_conditions.py) pass
-                # guard_or_false's questions as ones either answer of which is right, so nothing
-                # is refused: the real program keeps the dim in its signature and fails its own
-                # run-time check (s - 1 == 1) at every other size (torch.exp(a[1:]), a[1:].conj(),
-                # torch.angle(a[..., ::2]) of a (2, 0) / (0, 2) a), or the trace crashes
-                # (a[1:] * (1+2j): "Cannot call storage_offset() on tensor with symbolic sizes")
+                # No slice of a size of 2 down to 1 (s - 1, (s + 1) // 2) in an exported program
+                # of an empty tensor (where plain torch.export keeps s dynamic): realify's ops on
+                # the parts broadcast, broadcasting asks whether s - 1 == 1, and the yes fixes s
+                # to 2, which realify.export refuses by name (realify/engine/size_conditions.py;
+                # torch.exp(a[1:]) of a (2, 0) a); but a product with a Python complex number
+                # there (a[1:] * (1+2j)) crashes the functionalizing trace ("Cannot call
+                # storage_offset() on tensor with symbolic sizes"), as resize_ does
                 if v.shape[0] == 2:
                     options.remove("slice")
                 if v.shape[-1] == 2:

@@ -42,8 +42,8 @@ class SizeConditions:
             def recording(expr, concrete_val):
                 # a condition on a data-dependent size is a run-time check in the program (a
                 # torch._check, as torch.export's own programs hold), not a size fixed
-                if (not env._suppress_guards_tls() and not _either_answer_is_right()
-                        and not free_unbacked_symbols(expr)):
+                if (not env._suppress_guards_tls() and not free_unbacked_symbols(expr)
+                        and (not _either_answer_is_right() or _pins_a_size(expr, concrete_val))):
                     condition = (expr if concrete_val is sympy.true else sympy.Not(expr) if concrete_val is sympy.false
                                  else sympy.Eq(expr, concrete_val))
                     where = line_of_trace(fx_traceback.get_current_meta().get("stack_trace"))
@@ -79,6 +79,13 @@ class SizeConditions:
 # faster path or memory format where the size allows it; fake convolution's choice of backend
 # by batch size), which torch.export itself drops once frozen
 _HINTS = frozenset({"_guard_or", "guard_or_false", "guard_or_true"})
+
+
+def _pins_a_size(expr: Any, concrete_val: Any) -> bool:
+    # an equality the example's sizes make true fixes a size even where the question was a
+    # hint: broadcasting's "is this size 1?" answered yes for a slice of one element (s - 1 == 1)
+    # makes a program for s = 2 alone
+    return concrete_val is sympy.true and isinstance(expr, sympy.Eq)
 
 
 def _either_answer_is_right() -> bool:
