@@ -53,11 +53,10 @@ from torch.utils._pytree import tree_leaves
 from . import config
 from .compile_arguments import check_compile_arguments, inductor_config
 from .engine.decompose import decompose
-from .engine.dynamo_graph import source_line
+from .engine.dynamo_graph import in_place_refusal_in, source_line
 from .engine.islands import island_call, islands_in
 from .errors import OptionsChangedError
 from .passes import gemm_form, pipeline
-from .rules._contract import in_place_refusal
 from .runtime.boundary import Layout, RealCall, signature_of, split
 from .runtime.complex_tensor import ComplexTensor
 
@@ -296,7 +295,9 @@ def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any]
     from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    refusal = _in_place_refusal_in(gm)
+    # an in-place write of a complex result into a real DTensor: AOTAutograd's functionalization
+    # below turns it into an op and a copy that drops the imaginary part, so it is checked first
+    refusal = in_place_refusal_in(gm)
     if refusal is not None:
         # as for a plain graph (realify_backend): the graph runs as captured, raising eager's error
         log.warning("eager refuses %s in the graph%s; it runs as captured, raising eager's error",
@@ -307,29 +308,6 @@ def _through_subclass_dispatch(gm: fx.GraphModule, example_inputs: Sequence[Any]
         return make_boxed_func(realify_backend(gm, example_inputs, inner=inner, strict=strict, **inner_options))
 
     return aot_module_simplified(gm, list(example_inputs), fw_compiler=compile_plain, bw_compiler=compile_plain)
-
-
-def _in_place_refusal_in(gm: fx.GraphModule) -> BaseException | None:
-    """Return eager's refusal of ``gm``'s first in-place write of a complex result into a real tensor.
-
-    For example ``x.mul_(z)`` on DTensors; None where there is none. AOTAutograd's functionalization turns it into an
-    out-of-place op and a copy, which drops the imaginary part, before realify sees the plain
-    graphs; so the call is checked here as written, on dynamo's example values.
-    """
-    def example(x: Any) -> Any:
-        return x.meta.get("example_value") if isinstance(x, fx.Node) else x
-
-    for n in gm.graph.nodes:
-        if n.op not in ("call_function", "call_method") or not n.args or not isinstance(n.args[0], fx.Node):
-            continue
-        func = getattr(torch.Tensor, n.target, None) if n.op == "call_method" else n.target
-        if func is None:
-            continue
-        args, kwargs = fx.node.map_aggregate((n.args, n.kwargs), example)
-        error = in_place_refusal(func, args, kwargs, where=functools.partial(source_line, n))
-        if error is not None:
-            return error
-    return None
 
 
 class _CompiledUnderOptions:

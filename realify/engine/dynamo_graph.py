@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -24,7 +25,7 @@ from torch._higher_order_ops.associative_scan import generic_associative_scan
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_or_true
 from torch.utils._pytree import tree_leaves
 
-from ..rules._contract import in_place_refusal
+from ..rules._contract import in_place_refusal, writes_in_place
 from ..runtime.ops import fusion_barrier
 from .grad_semantics import GradSemantics
 
@@ -77,14 +78,9 @@ class DynamoGraphRunner(fx.Interpreter):
                                   lambda: tree_leaves(list(self.env.values())))
 
     def _check_in_place(self, n: fx.Node) -> None:
-        # eager's refusal of a complex result written into a real tensor, which the functional
-        # form of the call (realify/rules/_contract.py) no longer shows
-        func = getattr(torch.Tensor, n.target, None) if n.op == "call_method" else n.target
-        if func is not None and isinstance(n.args[0] if n.args else None, fx.Node):
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
-            error = in_place_refusal(func, args, kwargs, where=lambda: source_line(n))
-            if error is not None:
-                raise error
+        error = in_place_refusal_at(n, self.fetch_args_kwargs_from_env)
+        if error is not None:
+            raise error
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         self.level_offset = torch._C._functorch.maybe_current_level() or 0
@@ -111,6 +107,30 @@ class DynamoGraphRunner(fx.Interpreter):
             # inlined into its readers (realify/runtime/ops.py, "fusion barrier")
             return fusion_barrier(result)
         return result
+
+
+def in_place_refusal_at(n: fx.Node, values: Callable[[fx.Node], tuple[tuple, dict]]) -> BaseException | None:
+    """Eager's refusal of the call ``n`` (a ``call_function``/``call_method`` node) where it
+    writes a complex result into a real tensor, on its arguments' ``values``; None elsewhere.
+
+    The functional form of the call (realify/rules/_contract.py) no longer shows the write, so
+    it is checked on the call as written. The values are fetched only for an in-place call."""
+    func = getattr(torch.Tensor, n.target, None) if n.op == "call_method" else n.target
+    if func is None or not writes_in_place(func) or not n.args or not isinstance(n.args[0], fx.Node):
+        return None
+    args, kwargs = values(n)
+    return in_place_refusal(func, args, kwargs, where=functools.partial(source_line, n))
+
+
+def in_place_refusal_in(gm: fx.GraphModule) -> BaseException | None:
+    """The first of ``gm``'s calls that :func:`in_place_refusal_at` refuses, on dynamo's
+    example values (before anything runs the graph), or None."""
+    def examples(n: fx.Node) -> tuple[tuple, dict]:
+        return fx.node.map_aggregate((n.args, n.kwargs),
+                                     lambda x: x.meta.get("example_value") if isinstance(x, fx.Node) else x)
+
+    calls = (n for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+    return next((e for n in calls if (e := in_place_refusal_at(n, examples)) is not None), None)
 
 
 def source_line(node: fx.Node | None) -> str | None:

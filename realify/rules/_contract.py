@@ -69,6 +69,13 @@ _AUGMENTED_ASSIGNMENTS = frozenset({operator.iadd, operator.isub, operator.imul,
                                     operator.imatmul})
 
 
+def writes_in_place(func: Callable) -> bool:
+    """Whether ``func`` writes its first argument: ``add_``, ``__iadd__``, ``x += z``."""
+    name = getattr(func, "_opname", None) or getattr(func, "__name__", "")  # aten.add_.Tensor: "add_"
+    return ((name.endswith("_") and not name.startswith("_")) or (name.startswith("__i") and name.endswith("__"))
+            or func in _AUGMENTED_ASSIGNMENTS)
+
+
 def in_place_refusal(func: Callable, args: tuple, kwargs: dict,
                      where: Callable[[], str | None] | None = None) -> BaseException | None:
     """The exception eager raises for an in-place call of the program (``x.add_(z)``, ``x += z``)
@@ -77,11 +84,8 @@ def in_place_refusal(func: Callable, args: tuple, kwargs: dict,
     Functionalization writes such a call as the out-of-place op and a copy, both of which eager
     takes (the copy drops the imaginary part), so the refusal is checked on the call as written:
     eager raises on probes of the operands' dtypes and runs where ``x``'s probe is complex."""
-    name = getattr(func, "_opname", None) or getattr(func, "__name__", "")  # aten.add_.Tensor: "add_"
-    in_place = ((name.endswith("_") and not name.startswith("_")) or (name.startswith("__i") and name.endswith("__"))
-                or func in _AUGMENTED_ASSIGNMENTS)
     target = args[0] if args else None
-    if not (in_place and isinstance(target, torch.Tensor) and not target.is_complex()):
+    if not (writes_in_place(func) and isinstance(target, torch.Tensor) and not target.is_complex()):
         return None
     leaves, spec = tree_flatten((args, kwargs))
     if not any(isinstance(x, complex) or (isinstance(x, torch.Tensor) and x.is_complex()) for x in leaves[1:]):

@@ -32,7 +32,7 @@ from torch.utils._pytree import tree_leaves, tree_unflatten
 from ..errors import ComplexLeakError, RealifyError
 from .aliasing import OutputView, contiguous_strides, needs_restride, output_bases, overlapping_write, storages
 from .complex_tensor import ComplexTensor
-from .dtypes import complex_of, pairs_of, real_dtype
+from .dtypes import complex_of, pairs_of, pairs_view, real_dtype
 
 aten = torch.ops.aten
 Layout = Literal["complex", "planar", "interleaved"]
@@ -529,7 +529,7 @@ class RealCall:
             return (lambda z: z) if layout == "complex" else split
         pair_dtype = b.real_dtype(dtype)
         if pair_dtype == real_dtype(dtype) and not b.contiguous_pairs:
-            return pairs_of if dtype == torch.complex32 else _pairs_view
+            return pairs_of if dtype == torch.complex32 else pairs_view
         return lambda z: pairs_of(z).to(pair_dtype).contiguous()
 
     def __call__(self, *args: Any) -> Any:
@@ -570,13 +570,6 @@ class RealCall:
                 user[k] = _restrided(user[k], stride)
         for k, view in self.output_views:  # from their bases, laid out as eager's by now
             user[k] = view.make(user[view.input])
-
-
-def _pairs_view(z: torch.Tensor) -> torch.Tensor:
-    """:func:`pairs_of` of a complex64 or complex128 input, whose dtype is known when the call is built."""
-    if z.is_conj() or z.is_neg():
-        z = z.resolve_conj().resolve_neg()
-    return torch.view_as_real(z)
 
 
 def to_complex(x: torch.Tensor, layout: Layout, dtype: torch.dtype) -> torch.Tensor:

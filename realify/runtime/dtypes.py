@@ -35,7 +35,13 @@ def pairs_of(z: torch.Tensor) -> torch.Tensor:
     resolved first), or for complex32 float16 pairs through a complex64 copy."""
     if z.dtype == torch.complex32:
         return torch.view_as_real(z.to(torch.complex64)).to(torch.float16)
-    if z.is_conj() or z.is_neg():  # checked first: the compile backend calls this on every call
+    return pairs_view(z)
+
+
+def pairs_view(z: torch.Tensor) -> torch.Tensor:
+    """:func:`pairs_of` of a complex64 or complex128 ``z``: always a view (the compile backend's
+    boundary calls it on every call, where the input's dtype is known in advance)."""
+    if z.is_conj() or z.is_neg():
         z = z.resolve_conj().resolve_neg()
     return torch.view_as_real(z)
 
