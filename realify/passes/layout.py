@@ -122,7 +122,7 @@ def _walk(graph: fx.Graph, products: bool, boundary: frozenset[fx.Node], choice:
             changed |= _scatter_of_parts(graph, node, views)
         elif node.target is aten.stack.default:
             changed |= _parts_stacked(graph, node)
-        elif (products or matrices) and node.target is aten.sub.Tensor:
+        elif matrices and node.target is aten.sub.Tensor:  # matrices holds with products
             changed |= _product_on_pairs(graph, node, boundary, products, choice, matrices)
     return changed
 
@@ -274,7 +274,6 @@ def _filled_pairs(graph: fx.Graph, stack: fx.Node) -> fx.Node | None:
 
 
 # ---- rule 3: products ------------------------------------------------------------------------
-
 
 
 _MATRIX_PRODUCTS = (aten.mm.default, aten.bmm.default)
