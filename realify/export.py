@@ -182,7 +182,9 @@ def export(
     gm = complex_ep.graph_module
     _drop_metadata_asserts(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    trace_inputs = [_trace_input(n.meta.get("val"), truncate_double) for n in placeholders]
+    differentiable = {spec.arg.name for spec in complex_ep.graph_signature.input_specs
+                      if spec.kind in (InputKind.USER_INPUT, InputKind.PARAMETER)}
+    trace_inputs = [_trace_input(n.meta.get("val"), truncate_double, n.name in differentiable) for n in placeholders]
     check_contract(gm, source_line)
     try:
         # standard ops only (no pair_products): no realify::cmul_pairs, which other runtimes would not know
@@ -366,17 +368,25 @@ def _narrow(dtype: torch.dtype, truncate_double: bool) -> torch.dtype:
     return torch.complex64 if truncate_double and dtype == torch.complex128 else dtype
 
 
-def _trace_input(value: Any, truncate_double: bool) -> Any:
+def _trace_input(value: Any, truncate_double: bool, differentiable: bool) -> Any:
     """Return a placeholder's fake value as decompose traces it.
 
     Complex128 is narrowed if asked, and the value made contiguous, as the real program's
     interleaved inputs are (:func:`_interleave`); the real graph is traced for its inputs'
-    strides (a reshape is a view only where they allow it).
+    strides (a reshape is a view only where they allow it). A ``differentiable`` input (a user
+    input or a parameter) of a floating or complex dtype is traced as requiring grad whatever
+    the example's flag: the program may be differentiated at any call, so what a ``no_grad``
+    region computes from it must be cut from the gradient path in the real program, as plain
+    torch.export keeps the region.
     """
-    if not is_complex(value):
+    if not isinstance(value, torch._subclasses.FakeTensor):
         return value
     with value.fake_mode:
-        return value.to(_narrow(value.dtype, truncate_double)).contiguous()
+        if is_complex(value):
+            value = value.to(_narrow(value.dtype, truncate_double)).contiguous()
+        if differentiable and (value.dtype.is_floating_point or value.dtype.is_complex) and not value.requires_grad:
+            value = value.detach().requires_grad_()
+        return value
 
 
 def _constraint_violation(conditions: str) -> Exception:

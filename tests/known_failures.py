@@ -151,12 +151,22 @@ EXPORT = dict(DECOMPOSE)
 # ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
 
 # front end (shapes, dynamic, export, and onnx: export's ONNX Runtime run) -> entry -> why it fails there
+_FROM_ONE = ("exported with dims from 1 up, realify's program fails its own run-time guard at size 1, where plain "
+             "torch.export's program (which keeps the op whole) gives eager's result: {}")
 SIZES: dict[str, dict[str, str]] = {
     "shapes": {},
     "dynamic": {},
     "export": {
-        "resize_": "resize_ to a size of its own on an input with symbolic sizes: storage_offset() of a symbolic "
-                   "tensor in the functionalizing trace (resize_ is unsupported: docs/limits.md)",
+        "resize_": "resize_ of an input with symbolic sizes: torch's functionalization of resize_ calls "
+                   "storage_offset() of a symbolic tensor, and plain torch.export's run_decompositions() raises "
+                   "the same error on this program (docs/limits.md)",
+        # with every dim from 1 up (from_one_shapes), called at size 1: run-time guards that
+        # realify's program holds and plain torch.export's does not
+        **dict.fromkeys(["addbmm", "tensordot"], _FROM_ONE.format(
+            "the GEMM's batch folded into its inner dim by a reshape of the pairs, whose trace guards b * m != b")),
+        **dict.fromkeys(["lu_unpack", "linalg.lu"], _FROM_ONE.format(
+            "the factors' reshapes and slices to min(m, n), whose trace guards 2 n != 2 min(n, m)")),
+        "linalg.tensorinv": _FROM_ONE.format("the inverse's reshape of the pairs, whose trace guards a size >= 8"),
     },
     # the export front end's ONNX Runtime run (every sixteenth entry; none in the compatibility run)
     "onnx": {},
@@ -175,6 +185,13 @@ REFUSED: dict[str, dict[str, str]] = {
         "cross": "torch.cross without dim takes the first dim of size 3: the rule tests each dynamic size against 3",
         "nn.functional.conv1d": "the weight is an input with every dim dynamic: a condition on the kernel size",
         "nn.functional.conv2d": "the weight is an input with every dim dynamic: a condition on the kernel size",
+        # with every dim from 1 up (from_one_shapes): conditions realify's real ops leave on
+        # sizes that may now be 1
+        "masked_select": "with dims from 1 up, broadcasting the mask against the parts asks whether their sizes are "
+                         "equal (either may be 1), and the answer fixes them equal",
+        **dict.fromkeys(["nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d"],
+                        "with dims from 1 up, the real convolutions' output-size check (1 < ...) is a condition "
+                        "on sizes that may be 1"),
     },
     "onnx": {
         **dict.fromkeys(["lu_solve", "linalg.lu_solve", "linalg.solve_ex", "triangular_solve"],

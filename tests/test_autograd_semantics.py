@@ -393,6 +393,24 @@ def test_gradients_match_eager_on_axes_and_views(program, kind, fresh_dynamo):
     _compare(got, expected)
 
 
+# programs whose gradient path torch.export keeps: stop-gradients and grad-mode regions
+# (wrap_with_set_grad_enabled), not writes, hooks or custom Functions (an exported program is
+# the forward's trace), nor inference_mode (an inference tensor cannot be exported)
+EXPORT_PROGRAMS = [detach_max, no_grad_max, detach_product, set_grad_enabled_calls, gradient_reversal,
+                   nested_grad_modes, detached_conj_view, no_grad_read_of_a_base_written_through_a_view]
+
+
+@pytest.mark.parametrize("program", EXPORT_PROGRAMS, ids=lambda p: p.__name__)
+def test_exported_program_keeps_grad_mode_regions(program):
+    """realify.export's real program, differentiated through ComplexCallAdapter, gives eager's
+    gradients: a region without grad is a stop-gradient in it, as plain torch.export keeps the
+    region."""
+    with realify.config.patch(gemm_multiplications=4):  # elementwise GEMM error bound, as eager's
+        args = _run(program, lambda *a: a, "normal")[0]
+        ep = realify.export(program, tuple(args))
+        _compare(_run(program, realify.ComplexCallAdapter(ep), "normal"), _run(program, program, "normal"))
+
+
 @pytest.mark.parametrize("program", ISSUE_PROGRAMS, ids=lambda p: p.__name__)
 def test_torch_compile_default_agrees(program, fresh_dynamo):
     # the reference itself: torch.compile's default keeps these semantics, so a difference

@@ -75,6 +75,28 @@ def test_constructs_compiled(name, front_end, fresh_dynamo):
                shared_allowed=name not in dtype_mix.IN_PLACE_ARITHMETIC)
 
 
+def _shape_params():
+    """Every construct case at three shapes: one case per construct in the default suite (the
+    kinds and operand positions rotating over the constructs), all of them with ``-m slow``
+    (each is four compiles)."""
+    for index, name in enumerate(dtype_mix.CONSTRUCTS):
+        cases = list(dtype_mix.construct_cases_of(name, COMPILED_KINDS))
+        for k, case in enumerate(cases):
+            marks = [] if k == index % len(cases) and not COMPAT else [pytest.mark.slow]
+            yield pytest.param(case, id=f"{name}-{k}", marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_shape_params()))
+def test_constructs_at_three_shapes(case, fresh_dynamo):
+    """Eager's contract at the second and third input shapes the compile backend sees (automatic
+    dynamic shapes: the second compiles with symbolic sizes, the third reuses it), as at the
+    first: eager's value or eager's exception at each."""
+    differences = dtype_mix.check_at_shapes(case)
+    allowed = case.name not in dtype_mix.IN_PLACE_ARITHMETIC
+    assert not [what for kind, what in differences if kind == "differs" or not allowed], "\n".join(
+        what for _, what in differences)
+
+
 @pytest.fixture(scope="module")
 def one_rank_mesh():
     """A one-process gloo group and its mesh: DTensor's own dispatch (sharding propagation),
@@ -155,3 +177,30 @@ def test_a_refusal_names_the_users_line(fresh_dynamo):
     assert type(compiled.value) is type(eager.value)
     with pytest.raises(RuntimeError, match=r"(?s)expected m1 and m2 to have the same dtype.*test_dtype_contract\.py"):
         realify.export(program, (x, w))
+
+
+@pytest.mark.parametrize("call", ["aten.convolution", "aten._convolution"])
+def test_a_direct_complex_convolution_is_refused_as_eager_refuses_it(call, fresh_dynamo):
+    """Eager's CPU kernels of aten.convolution take no complex operands: only the composite
+    ``conv1d``/``conv2d``/... split them into real convolutions. A program calling the aten op
+    directly gets eager's NotImplementedError from every front end; ``conv1d`` of the same
+    operands still gets eager's value."""
+    import realify
+
+    z, w = torch.randn(2, 2, 9, dtype=torch.complex64), torch.randn(3, 2, 3, dtype=torch.complex64)
+    if call == "aten.convolution":
+        def program(z, w):
+            return torch.ops.aten.convolution(z, w, None, [1], [0], [1], False, [0], 1)
+    else:
+        def program(z, w):
+            return torch.ops.aten._convolution(z, w, None, [1], [0], [1], False, [0], 1, False, False, True, True)
+
+    with pytest.raises(NotImplementedError) as eager:
+        program(z, w)
+    message = str(eager.value)
+    for front_end in (realify.compile(program, inner="eager"), lambda *a: realify.export(program, a),
+                      lambda *a: realify.decompose(program, list(a))):
+        with pytest.raises(NotImplementedError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            front_end(z, w)
+    convolved = realify.compile(torch.nn.functional.conv1d, inner="eager")(z, w)
+    torch.testing.assert_close(convolved, torch.nn.functional.conv1d(z, w))

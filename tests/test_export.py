@@ -573,6 +573,25 @@ def test_a_size_fixed_by_broadcasting_the_parts_is_refused(program, shape):
         realify.export(_Program(program), (a,), dynamic_shapes=dims)
 
 
+@pytest.mark.parametrize("program,shape", [
+    (lambda a: a[1:] * (1 + 2j), (2, 0)),
+    (lambda a: a[..., ::2] * (1 + 2j), (0, 2)),
+], ids=["product-of-a-slice", "product-of-a-strided-slice"])
+def test_a_size_export_specialized_traces_like_plain_export(program, shape):
+    """``Dim.AUTO`` on an empty example: torch.export specializes the 0 and, here, the other
+    dim, whose size stays a SymInt of a constant. C++ view kernels raise on such sizes
+    ("Cannot call storage_offset() on tensor with symbolic sizes"), so realify's trace must
+    take the Python dispatcher's forms for them as for any symbolic size; the program then
+    has plain torch.export's ranges and eager's values."""
+    from realify.tools.symbolic_sizes import _Program
+    a = torch.randn(shape, dtype=torch.complex64)
+    dims = (({0: Dim.AUTO, 1: Dim.AUTO},),)  # _Program takes its tensors as *args
+    plain = torch.export.export(_Program(program), (a,), dynamic_shapes=dims)
+    ep = realify.export(_Program(program), (a,), dynamic_shapes=dims)
+    assert sorted(map(str, ep.range_constraints.values())) == sorted(map(str, plain.range_constraints.values()))
+    assert_close(realify.ComplexCallAdapter(ep)(a), program(a))
+
+
 def test_adapter_handles_conj_and_noncontiguous_inputs():
     torch.manual_seed(0)
     a, b = randc(8, 6), randc(8, 6)

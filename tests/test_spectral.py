@@ -365,7 +365,7 @@ def test_fft_custom_ops_fake_shapes():
 
 # name: (program, input shapes, eager reference or None for the program itself). Eager
 # complex convolution exists only through the composite convNd ops (aten.convolution has no
-# complex CPU kernel), so direct torch.convolution calls are checked against their equivalent.
+# complex CPU kernel).
 CONVS = {
     "conv1d_same": (lambda x, w, b: F.conv1d(x, w, b, padding="same"), [(2, 4, 9), (6, 4, 4), (6,)], None),
     "conv1d_unbatched": (lambda x, w, b: F.conv1d(x, w, b, stride=2), [(4, 9), (6, 4, 3), (6,)], None),
@@ -381,16 +381,20 @@ CONVS = {
                          [(2, 4, 5, 5), (4, 3, 3, 3), (6,)], None),
     "conv_transpose3d": (lambda x, w: F.conv_transpose3d(x, w, stride=(1, 2, 1)), [(1, 2, 3, 3, 3), (2, 2, 2, 2, 2)],
                          None),
-    "aten_convolution": (lambda x, w, b: torch.convolution(x, w, b, [2], [1], [1], False, [0], 1),
-                         [(2, 4, 9), (6, 4, 3), (6,)],
+}
+
+# the aten.convolution rule itself, as complex_autocast's convolutions and other rules reach it
+# (a program's own call of the op on complex tensors raises eager's error:
+# tests/test_dtype_contract.py): name -> (the op's arguments after (x, w, b), input shapes,
+# the composite op eager computes the same convolution with)
+RULE_CONVS = {
+    "aten_convolution": (([2], [1], [1], False, [0], 1), [(2, 4, 9), (6, 4, 3), (6,)],
                          lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1)),
-    "aten_convolution_grouped": (lambda x, w, b: torch.convolution(x, w, b, [2, 1], [1, 1], [1, 2], False, [0, 0], 2),
-                                 [(2, 4, 7, 6), (6, 2, 3, 3), (6,)],
+    "aten_convolution_grouped": (([2, 1], [1, 1], [1, 2], False, [0, 0], 2), [(2, 4, 7, 6), (6, 2, 3, 3), (6,)],
                                  lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2),
                                                           groups=2)),
     "aten_convolution_transposed": (
-        lambda x, w, b: torch.convolution(x, w, b, [2, 1], [1, 0], [1, 2], True, [1, 0], 2),
-        [(2, 4, 7, 6), (4, 3, 3, 2), (6,)],
+        ([2, 1], [1, 0], [1, 2], True, [1, 0], 2), [(2, 4, 7, 6), (4, 3, 3, 2), (6,)],
         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=2,
                                            dilation=(1, 2))),
 }
@@ -412,23 +416,45 @@ def test_convolution(front_end, name, dtype, gemm):
         assert_same(FRONT_ENDS[front_end](fn, *inputs), expected)
 
 
-@pytest.mark.parametrize("gemm", [3, 4])
-def test_convolution_product_count(gemm):
-    # complex x complex: 3 (Gauss) or 4 real convolutions; one real side: 2
-    fn = lambda x, w: torch.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+@pytest.mark.parametrize("name", list(RULE_CONVS))
+def test_convolution_rule(name):
+    """The rule's values and gradients (through its real ops) against the composite op eager
+    computes the same convolution with."""
+    args, shapes, reference = RULE_CONVS[name]
+    inputs = _conv_inputs(shapes, torch.complex128)
+    def planar(*parts):  # the rule's real graph, as a trace holds it
+        out = apply_rule(aten.convolution.default,
+                         (*(ComplexTensor(parts[i], parts[i + 1]) for i in range(0, 6, 2)), *args), {})
+        return out.re, out.im
+
+    parts = [p.contiguous() for x in inputs for p in (x.real, x.imag)]
+    graph = make_fx(planar)(*parts)
+    leaves = [p.clone().requires_grad_() for p in parts]
+    re, im = graph(*leaves)
+    expected = reference(*inputs)
+    assert_same(torch.complex(re, im).detach(), expected)
+    # _loss's sum of the parts of out * weight, written on the parts
+    weight = _loss_weight(expected)
+    ((re * weight.real - im * weight.imag).sum() + (re * weight.imag + im * weight.real).sum()).backward()
+    for i, grad in enumerate(_eager_grads(reference, inputs)):
+        torch.testing.assert_close(torch.complex(leaves[2 * i].grad, leaves[2 * i + 1].grad), grad,
+                                   rtol=1e-9, atol=1e-9)
+
+
+def test_convolution_product_count():
+    # the rule: complex x complex, 4 real convolutions (realify/passes/gauss.py may trade one
+    # for additions in a traced graph); one real side: 2
     x, w = _conv_inputs([(1, 4, 8, 8), (6, 4, 3, 3)], torch.complex64)
     count = lambda gm: targets(gm).count(aten.convolution.default)
-    def real_side(xr, xi, wr, wi, real_input):
-        # the rule with one real operand, as rules call it (a user's call raises eager's error)
-        x, w = (xr, ComplexTensor(wr, wi)) if real_input else (ComplexTensor(xr, xi), wr)
+    def planar(xr, xi, wr, wi, real):
+        x = xr if real == "input" else ComplexTensor(xr, xi)
+        w = wr if real == "weight" else ComplexTensor(wr, wi)
         out = apply_rule(aten.convolution.default, (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
         return out.re, out.im
 
     parts = [p.contiguous() for p in (x.real, x.imag, w.real, w.imag)]
-    with realify.config.patch(gemm_multiplications=gemm):
-        assert count(realify.decompose(fn, [x, w])) == gemm
-        for real_input in (False, True):
-            assert count(make_fx(lambda *p, r=real_input: real_side(*p, r))(*parts)) == 2
+    for real, expected in ((None, 4), ("input", 2), ("weight", 2)):
+        assert count(make_fx(lambda *p, r=real: planar(*p, r))(*parts)) == expected
 
 
 def test_convolution_mixed_operands():
@@ -466,16 +492,13 @@ def test_composite_convolution_rules(case, gemm):
 
 
 @pytest.mark.parametrize("gemm", [3, 4])
-@pytest.mark.parametrize("name", ["conv2d_stride_pad", "conv2d_groups_dilation", "conv_transpose2d",
-                                  "aten_convolution_grouped", "aten_convolution_transposed"])
+@pytest.mark.parametrize("name", ["conv2d_stride_pad", "conv2d_groups_dilation", "conv_transpose2d"])
 @pytest.mark.parametrize("front_end", ["eager", "decompose"])
 def test_convolution_gradients(front_end, name, gemm):
-    fn, shapes, reference = CONVS[name]
-    if front_end == "eager" and reference is not None:
-        pytest.skip("eager autograd refuses complex aten.convolution; only decompose differentiates it")
+    fn, shapes, _ = CONVS[name]
     inputs = _conv_inputs(shapes, torch.complex128)
-    expected = _eager_grads(reference or fn, inputs)
-    weight = _loss_weight((reference or fn)(*inputs))
+    expected = _eager_grads(fn, inputs)
+    weight = _loss_weight(fn(*inputs))
     run = _complex_tensor_grads if front_end == "eager" else _decompose_grads
     with realify.config.patch(gemm_multiplications=gemm):
         actual = run(fn, inputs, weight)

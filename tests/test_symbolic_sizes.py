@@ -11,8 +11,9 @@
 - ``dynamic``: the same under ``dynamic=True`` (symbolic from the first call) at two shapes;
 - ``export``: ``realify.export`` with every input dim ``Dim.AUTO``; every dim plain
   torch.export keeps dynamic stays dynamic, and the program gives eager's values at other
-  sizes (grown by 1 and 3, and 1 where the ranges allow it); for every sixteenth entry (an
-  ONNX export takes seconds) its ONNX model in ONNX Runtime does too. A program realify cannot
+  sizes (grown by 1 and 3, and 1 where plain torch.export's program gives eager's result
+  there); for every sixteenth entry (an ONNX export takes seconds) its ONNX model in ONNX
+  Runtime does too. A program realify cannot
   keep dynamic is refused at export with torch.export's constraint violation (realify.onnx:
   NoOnnxFormError), naming the dim: an outcome the suite expects by name (tests/known_failures.py
   REFUSED says why for each), never a wrong value.

@@ -31,7 +31,7 @@ from .grad_semantics import GradSemantics
 
 
 class DynamoGraphRunner(fx.Interpreter):
-    """Runs dynamo's graph inside realify's functionalizing trace. Three kinds of node need
+    """Runs dynamo's graph inside realify's functionalizing trace. Four kinds of node need
     more than a call:
 
     - functorch transforms inside the program (``torch.vmap``, ``torch.func.grad``; also
@@ -42,6 +42,8 @@ class DynamoGraphRunner(fx.Interpreter):
       ``layer.key() == TransformType::Functionalize`` fails);
     - ``invoke_subgraph`` (a ``torch.compiler.nested_compile_region``), which functionalizing
       it here does not support: its graph runs inline;
+    - ``wrap_with_set_grad_enabled`` (torch.export's ``no_grad`` and ``set_grad_enabled``
+      regions): its graph runs inline in its grad mode, where :class:`GradSemantics` sees it;
     - ``associative_scan`` as a higher-order op (its ``pointwise`` mode), which
       functionalization has no rule for: it runs as the log-depth sequence of ordinary ops
       its eager kernel runs (combine neighbouring pairs, recurse on the half, combine back:
@@ -96,6 +98,12 @@ class DynamoGraphRunner(fx.Interpreter):
             # a nested_compile_region: inlined (compiled with its callers, not once for all)
             subgraph, _identifier, *operands = args
             return DynamoGraphRunner(subgraph, self.grad_semantics, self.decompositions).run(*operands)
+        if target is torch.ops.higher_order.wrap_with_set_grad_enabled:
+            # torch.export's no_grad / set_grad_enabled region: run inline in its grad mode, so
+            # the grad semantics see what it computes without grad (the trace itself is grad-free)
+            enabled, subgraph, *operands = args
+            with torch.set_grad_enabled(enabled):
+                return DynamoGraphRunner(subgraph, self.grad_semantics, self.decompositions).run(*operands)
         if target is torch.ops.higher_order.associative_scan:
             combine_fn, xs, additional = args
             def stored_step(*operands):

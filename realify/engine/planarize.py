@@ -39,8 +39,11 @@ def symbolic(inputs: list[Any]) -> bool:
     automatic dynamic recompile after a size changed, which passes sizes as inputs of their
     own). Such traces need the Python dispatcher, as AOTAutograd uses: some C++ kernels read
     concrete sizes or offsets (a complex slice's ``storage_offset()``, ``constant_pad_nd``'s
-    pads) and raise on symbolic ones."""
-    return any(isinstance(x, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)) and free_symbols(x)
+    pads) and raise on symbolic ones. A tensor counts by its sizes' kind, not their symbols: a
+    size torch.export specialized (``Dim.AUTO`` on an example of size 0 or 1 elsewhere in the
+    tensor) stays a SymInt of a constant, on which those kernels raise all the same."""
+    return any((isinstance(x, torch.Tensor) and x._has_symbolic_sizes_strides)
+               or (isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) and free_symbols(x))
                for x in inputs)
 
 

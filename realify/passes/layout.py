@@ -138,7 +138,9 @@ def _dim(d: int, ndim: int) -> int:
 # the pairs' fake value, ``n``: the part's number of dimensions).
 _VIEWS_ON_PAIRS: dict[Any, Callable[..., tuple[Any, tuple]]] = {
     aten.unsqueeze.default: lambda p, n, dim: (aten.unsqueeze.default, (_dim(dim, n + 1),)),
-    aten.squeeze.default: lambda p, n: (aten.squeeze.dims, ([d for d in range(n) if p.shape[d] == 1],)),
+    # the pairs' last dim is 2, never squeezed: squeezing them all squeezes the part's, at
+    # every size (a list of the dims of size 1 would fix them at the trace's sizes)
+    aten.squeeze.default: lambda p, n: (aten.squeeze.default, ()),
     aten.squeeze.dim: lambda p, n, dim: (aten.squeeze.dims, ([_dim(dim, n)] if n else [],)),
     aten.squeeze.dims: lambda p, n, dims: (aten.squeeze.dims, ([_dim(d, n) for d in dims] if n else [],)),
     aten.slice.Tensor: lambda p, n, dim=0, start=None, end=None, step=1:

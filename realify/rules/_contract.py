@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.fx.traceback as fx_traceback
 from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
 from torch._ops import OpOverload
 from torch._prims_common import is_contiguous_or_false
@@ -47,6 +48,8 @@ def refusal(func: OpOverload, args: tuple, kwargs: dict,
     if func.namespace != "aten":
         return None
     leaves, spec = tree_flatten((args, kwargs))
+    if func in _NO_COMPLEX_CPU_KERNEL and _complex_on_cpu(leaves) and not _written_by_autocast():
+        return eager_error(func, args, kwargs, where)
     dtypes = {x.dtype for x in leaves if isinstance(x, torch.Tensor)}
     # operands of two or more dtypes, or complex32 ones (which few CPU kernels take)
     if len(dtypes) < 2 and torch.complex32 not in dtypes:
@@ -62,6 +65,26 @@ def refusal(func: OpOverload, args: tuple, kwargs: dict,
     except TypeError:  # an argument that does not hash
         error = _probe(func, leaves, spec, dtypes)
     return _as_raised(func, error, where, dtypes) if error is not None else None
+
+
+# ops whose eager CPU kernels take no complex operand, though their meta kernels do: a complex
+# convolution exists in eager only through the composite conv1d/2d/3d (three real ones), so a
+# program's own call of aten.convolution on complex tensors is refused as eager refuses it
+# (realify's rule computes it for the convolutions complex_autocast writes, and for rules)
+_NO_COMPLEX_CPU_KERNEL = frozenset({torch.ops.aten.convolution.default, torch.ops.aten._convolution.default})
+
+
+def _complex_on_cpu(leaves: list) -> bool:
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    return any(x.is_complex() for x in tensors) and all(x.device.type == "cpu" for x in tensors)
+
+
+def _written_by_autocast() -> bool:
+    """Whether the call being planarized is one realify wrote for a program's conv*d under
+    ``complex_autocast`` (realify/passes/autocast.py tags its node), not the program's own."""
+    from ..passes.autocast import TAG  # the passes import the rules
+    meta = fx_traceback.get_current_meta() if fx_traceback.has_preserved_node_meta() else None
+    return TAG in (meta or {}).get("custom", {})
 
 
 # x += z as dynamo records it

@@ -4,7 +4,10 @@ conv_transposeNd ops (for graphs that keep them: pre-dispatch and export IR).
 Eager dispatch never shows a complex aten.convolution to the table: PyTorch's composite
 convNd ops turn complex operands into 3 real convolutions over ``view_as_real`` before the
 ComplexTensor sees them, and aten.convolution itself refuses complex autograd; so no rule for
-aten.convolution_backward is needed (traced graphs differentiate the real convolutions).
+aten.convolution_backward is needed (traced graphs differentiate the real convolutions). A
+program's own call of aten.convolution on complex CPU tensors raises eager's error (its CPU
+kernels take no complex operand: realify/rules/_contract.py); the rule below computes the
+convolutions ``complex_autocast`` writes for conv*d and those of other devices.
 
 A convolution is bilinear in (input, weight), so the complex product expands into real
 convolutions of the parts exactly like a complex matrix product (the shared

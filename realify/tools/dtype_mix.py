@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_leaves
 
 from .opinfo import GEMM_OPS, assert_matches, complex_ops, op_id, sample_program, samples
 from .symbolic_sizes import _Program as ModuleOf
+from .symbolic_sizes import growth, resized
 
 # what an operand may be: a tensor dtype, a Python complex number or a 0-d complex64 tensor
 KINDS = ("float32", "float64", "complex32", "complex64", "complex128", "int64", "bool", "python complex",
@@ -284,6 +285,41 @@ def _difference(case: Case, expected: Outcome, actual: Outcome) -> str | None:
     except AssertionError as err:
         return f"{case}: eager gives a {expected}; realify: {str(err).splitlines()[0]}"
     return None
+
+
+def grown(case: Case, step: int) -> Case:
+    """``case`` with every size of its tensor operands of at least 2 grown by ``step`` (equal
+    sizes stay equal; operands of every dtype keep it; values drawn afresh)."""
+    tensors = [x for x in case.operands if isinstance(x, torch.Tensor)]
+    new = iter(resized(tensors, growth(tensors, step), seed=step))
+    return Case(case.name, case.program, tuple(next(new) if isinstance(x, torch.Tensor) else x
+                                               for x in case.operands))
+
+
+def check_at_shapes(case: Case, steps: tuple[int, ...] = (0, 1, 3)) -> list[tuple[str, str]]:
+    """The compile backend with default settings called on ``case`` grown by each of ``steps``
+    in a row: dynamo recompiles the second call with symbolic sizes (automatic dynamic shapes)
+    and reuses that graph for the third, where eager's contract must hold as at the first.
+    Returns ``(kind, what)`` for each call whose outcome is not eager's: "shared" where
+    torch.compile's default backend, called the same way, does the same, else "differs"."""
+    import realify
+    calls = [grown(case, step) for step in steps]
+    differences = []
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(case.program, backend=functools.partial(realify.realify_backend, inner="eager"))
+        actual = [outcome(lambda c=c: compiled(*c.operands)) for c in calls]
+        torch._dynamo.reset()
+        baseline = torch.compile(case.program, backend="aot_eager")
+        default = [outcome(lambda c=c: baseline(*c.operands)) for c in calls]
+    finally:
+        torch._dynamo.reset()
+    for step, c, got, theirs in zip(steps, calls, actual, default):
+        difference = _difference(c, outcome(lambda c=c: c.program(*c.operands)), got)
+        if difference is not None:
+            kind = "shared" if _difference(c, theirs, got) is None else "differs"
+            differences.append((kind, f"{difference} (grown by {step})"))
+    return differences
 
 
 def distributed(case: Case, mesh: Any, placement: Any) -> Case:

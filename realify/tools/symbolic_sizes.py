@@ -18,6 +18,7 @@ rejects the resized call and that size is not checked.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -196,6 +197,15 @@ def auto_shapes(tensors: Sequence[torch.Tensor]) -> tuple:
     return tuple(dict.fromkeys(range(t.dim()), Dim.AUTO) for t in tensors)
 
 
+def from_one_shapes(tensors: Sequence[torch.Tensor]) -> tuple:
+    """Every dim of size 2 or more dynamic from 1 up (a plain ``Dim.AUTO`` range starts at 2):
+    one ``Dim`` per distinct size, so that dims the example has equal stay equal, as a program
+    that broadcasts or multiplies them needs."""
+    from torch.export import Dim
+    dims = {n: Dim(f"n{n}", min=1) for t in tensors for n in t.shape if n >= 2}
+    return tuple({d: dims[n] if n >= 2 else Dim.STATIC for d, n in enumerate(t.shape)} for t in tensors)
+
+
 def _dynamic_symbols(ep) -> dict[Any, tuple[int, int | None]]:
     """Each symbol of the program's user inputs and its range."""
     from torch.export.graph_signature import InputKind
@@ -227,7 +237,11 @@ def export_sizes(ep, tensors: Sequence[torch.Tensor], steps: Sequence[int] = (1,
                  shrink: bool = False) -> list[dict[int, int]]:
     """Size maps for calling ``ep`` at other sizes: each dynamic size grown by each of ``steps``,
     with ``shrink`` one less where that is 2 or more and the program's ranges allow it, and
-    shrunk to 1 where they allow that, as far as the maps touch only dynamic dims."""
+    shrunk to 1 where they allow that, as far as the maps touch only dynamic dims.
+
+    ``Dim.AUTO`` and ``Dim.DYNAMIC`` ranges start at 2 (the trace may rely on a size not being
+    1; plain torch.export's program runs at 1 anyway, with a wrong shape where it squeezed);
+    a range includes 1 where the export asked for it (``Dim(name, min=1)``)."""
     dims = dynamic_input_dims(ep)
     dynamic_sizes = {t.shape[d] for t, flags in zip(tensors, dims) for d, f in enumerate(flags) if f}
     static_sizes = {t.shape[d] for t, flags in zip(tensors, dims) for d, f in enumerate(flags) if not f}
@@ -244,35 +258,86 @@ def export_sizes(ep, tensors: Sequence[torch.Tensor], steps: Sequence[int] = (1,
     return maps
 
 
+def plain_takes(plain_program: Callable, inputs: Sequence[Any], expected: Any, values: bool = True) -> bool:
+    """Whether plain torch.export's program takes ``inputs`` and gives ``expected`` (eager's
+    result): its run-time checks may reject a size, or its trace rely on what held at the
+    example (a size's relation to another, a branch taken); realify's program, traced from the
+    same graph, is not asked to take such inputs. The comparison looks for a different
+    computation, not rounding: the same shapes and dtypes, and values within 1e-3 of eager's
+    largest (the same kernels on the same data agree to a few ulps; a different computation
+    differs by O(1) somewhere); shapes and dtypes alone where ``values`` is False (a random
+    op)."""
+    try:
+        got = plain_program(*inputs)
+    except Exception:
+        return False
+    got, want = tree_leaves(got), tree_leaves(expected)
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want):
+        if not isinstance(w, torch.Tensor):
+            continue
+        if not isinstance(g, torch.Tensor) or g.shape != w.shape or g.dtype != w.dtype:
+            return False
+        if not values or not w.numel():
+            continue
+        if w.dtype.is_floating_point or w.dtype.is_complex:
+            finite = torch.isfinite(w)
+            scale = w[finite].abs().max().item() if finite.any() else 0.0
+            if not torch.allclose(g, w, rtol=1e-3, atol=1e-3 * max(scale, 1e-30), equal_nan=True):
+                return False
+        elif not torch.equal(g, w):
+            return False
+    return True
+
+
 def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = False) -> ExportRun | None:
     """The sample's program through ``realify.export`` with every input dim ``Dim.AUTO``, then
     called at other sizes (:func:`export_sizes`) through ``ComplexCallAdapter``, and in ONNX
-    Runtime where asked; every dim plain ``torch.export`` keeps dynamic must stay dynamic. A
-    refusal (torch.export's constraint violation from realify.export, a named error from
-    realify.onnx) is an outcome, reported in the result. None where plain ``torch.export``
-    itself fails or keeps no dim dynamic."""
+    Runtime where asked; every dim plain ``torch.export`` keeps dynamic must stay dynamic. Then
+    the same with every dim from 1 up (:func:`from_one_shapes`), where plain torch.export takes
+    that, called at size 1 as well. A refusal (torch.export's constraint violation from
+    realify.export, a named error from realify.onnx) is an outcome, reported in the result. None
+    where plain ``torch.export`` itself fails or keeps no dim dynamic with ``Dim.AUTO``."""
+    tensors, program = sample_program(op, sample)
+    plain = _plain_export(program, tensors, auto_shapes(tensors))
+    if plain is None:
+        return None
+    run = ExportRun(sum(map(sum, dynamic_input_dims(plain))), 0, 0)
+    check = functools.partial(_check_export, run, op, sample, tensors, program, gemm=gemm)
+    check(plain, auto_shapes(tensors), onnx_runtime)
+    from_one = _plain_export(program, tensors, from_one_shapes(tensors))
+    if run.refused is None and from_one is not None and min(
+            (low for low, _ in _dynamic_symbols(from_one).values()), default=2) <= 1:
+        check(from_one, from_one_shapes(tensors), False)
+    return run
+
+
+def _plain_export(program: Callable, tensors: list, shapes: tuple):
+    """Plain torch.export's program of ``program`` with ``shapes``; None where it fails or keeps
+    no dim dynamic."""
+    try:
+        plain = torch.export.export(_Program(program), tuple(tensors), dynamic_shapes=(shapes,))
+    except Exception:
+        return None
+    return plain if any(any(flags) for flags in dynamic_input_dims(plain)) else None
+
+
+def _check_export(run: ExportRun, op, sample, tensors: list, program: Callable, plain, shapes: tuple,
+                  onnx_runtime: bool, gemm: bool) -> None:
+    """realify.export of ``program`` with ``shapes`` (which gave plain torch.export's ``plain``),
+    checked at the sizes of :func:`export_sizes` into ``run``."""
     from torch._dynamo.exc import UserError
 
     import realify
 
-    tensors, program = sample_program(op, sample)
-    shapes = auto_shapes(tensors)
-    module = _Program(program)
     try:
-        plain = torch.export.export(module, tuple(tensors), dynamic_shapes=(shapes,))
-    except Exception:
-        return None
-    dims = dynamic_input_dims(plain)
-    if not any(any(flags) for flags in dims):
-        return None
-    run = ExportRun(sum(map(sum, dims)), 0, 0)
-    try:
-        ep = realify.export(module, tuple(tensors), dynamic_shapes=(shapes,))
+        ep = realify.export(_Program(program), tuple(tensors), dynamic_shapes=(shapes,))
     except UserError as refusal:
         run.refused = str(refusal)
-        return run
+        return
     # the real program's inputs carry a trailing static 2 for complex inputs
-    for i, (want, have) in enumerate(zip(dims, dynamic_input_dims(ep))):
+    for i, (want, have) in enumerate(zip(dynamic_input_dims(plain), dynamic_input_dims(ep))):
         assert have[: len(want)] == want, (
             f"input {i}: dims {want} are dynamic in plain torch.export, realify.export keeps {have[: len(want)]}")
     adapter = realify.ComplexCallAdapter(ep)
@@ -287,8 +352,10 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
         ts = resized(tensors, sizes, seed=10 + k)
         try:
             expected = program(*ts)
-            plain.module()(*ts)  # where torch.export's own program has a run-time check that fails, so may realify's
         except Exception:
+            run.rejected += 1
+            continue
+        if not plain_takes(plain.module(), ts, expected, values=not metadata_only):
             run.rejected += 1
             continue
         dtype = sample.input.dtype if isinstance(sample.input, torch.Tensor) else torch.complex64
@@ -296,7 +363,6 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
         if session is not None:
             assert_matches(run_session(session, ep, ts), expected, dtype=dtype, gemm=gemm, metadata_only=metadata_only)
         run.checked += 1
-    return run
 
 
 class _Program(torch.nn.Module):
