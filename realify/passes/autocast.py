@@ -40,12 +40,11 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from ..rules._contract import AUTOCAST_TAG as TAG
 from ..rules.conv import spatial_list
 from .cleanup import call_on_fakes
 
 aten = torch.ops.aten
-
-TAG = "realify_autocast"
 
 # the complex ops autocast would run in lower precision were they real, as they reach a
 # functional graph (matmul, linear, einsum and conv*d are composites of these), and the real

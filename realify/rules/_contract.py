@@ -79,12 +79,16 @@ def _complex_on_cpu(leaves: list) -> bool:
     return any(x.is_complex() for x in tensors) and all(x.device.type == "cpu" for x in tensors)
 
 
+# the node annotation (``meta["custom"]``) realify/passes/autocast.py puts on a complex product
+# that runs under autocast: its lower precision
+AUTOCAST_TAG = "realify_autocast"
+
+
 def _written_by_autocast() -> bool:
     """Whether the call being planarized is one realify wrote for a program's conv*d under
     ``complex_autocast`` (realify/passes/autocast.py tags its node), not the program's own."""
-    from ..passes.autocast import TAG  # the passes import the rules
     meta = fx_traceback.get_current_meta() if fx_traceback.has_preserved_node_meta() else None
-    return TAG in (meta or {}).get("custom", {})
+    return AUTOCAST_TAG in (meta or {}).get("custom", {})
 
 
 # x += z as dynamo records it
