@@ -600,6 +600,22 @@ def test_adapter_handles_conj_and_noncontiguous_inputs():
     assert_close(adapter(a.conj(), b.t().contiguous().t()), docs_chain(a.conj(), b))
 
 
+@pytest.mark.parametrize("program", [lambda a: a.detach(), lambda a: (a * 2, a.detach()[1:])],
+                         ids=["detached-input", "detached-slice-beside-a-product"])
+def test_a_detached_view_of_an_input_carries_no_gradient(program):
+    """An output eager returns as a detached view of an input is taken again from the input at
+    each call; traced from an example that needs no grad, it must still carry none when the
+    caller's input requires grad (the fuzzer's long export run found it did, with the identity
+    as its gradient)."""
+    a = randc(3, dtype=torch.complex128)
+    ep = realify.export(program, (a,))
+    x, y = a.clone().requires_grad_(), a.clone().requires_grad_()
+    got, expected = realify.ComplexCallAdapter(ep)(x), program(y)
+    got, expected = (got, expected) if isinstance(expected, tuple) else ((got,), (expected,))
+    assert [g.requires_grad for g in got] == [e.requires_grad for e in expected]
+    assert_close(got, expected)
+
+
 def test_input_mutation_is_written_back():
     def scale_(z, w):
         z.mul_(w)

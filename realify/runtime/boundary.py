@@ -564,7 +564,11 @@ class RealCall:
             with torch.no_grad() if i in b.hidden_writes else contextlib.nullcontext():
                 _write(args[i] if region is None else region_of(args[i], region), new, b.output_layout)
         for k, view in self.input_views:  # after the writes, as eager's views see them
-            user[k] = view.make(args[view.input])
+            computed, user[k] = user[k], view.make(args[view.input])
+            if isinstance(computed, torch.Tensor) and not computed.requires_grad and user[k].requires_grad:
+                # the graph cut the view's gradient (a detach traced where no input required
+                # grad: an exported program's), as eager's view carries none
+                user[k] = user[k].detach()
         for k, stride in self.restrides:
             if isinstance(user[k], torch.Tensor):
                 user[k] = _restrided(user[k], stride)
