@@ -300,16 +300,19 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
     realify.export, a named error from realify.onnx) is an outcome, reported in the result. None
     where plain ``torch.export`` itself fails or keeps no dim dynamic with ``Dim.AUTO``."""
     tensors, program = sample_program(op, sample)
-    plain = _plain_export(program, tensors, auto_shapes(tensors))
+    auto = auto_shapes(tensors)
+    plain = _plain_export(program, tensors, auto)
     if plain is None:
         return None
     run = ExportRun(sum(map(sum, dynamic_input_dims(plain))), 0, 0)
     check = functools.partial(_check_export, run, op, sample, tensors, program, gemm=gemm)
-    check(plain, auto_shapes(tensors), onnx_runtime)
-    from_one = _plain_export(program, tensors, from_one_shapes(tensors))
-    if run.refused is None and from_one is not None and min(
-            (low for low, _ in _dynamic_symbols(from_one).values()), default=2) <= 1:
-        check(from_one, from_one_shapes(tensors), False)
+    check(plain, auto, onnx_runtime)
+    if run.refused is not None:
+        return run
+    from_one = from_one_shapes(tensors)
+    plain = _plain_export(program, tensors, from_one)
+    if plain is not None and min((low for low, _ in _dynamic_symbols(plain).values()), default=2) <= 1:
+        check(plain, from_one, False)
     return run
 
 
