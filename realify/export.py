@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -496,6 +497,64 @@ class _Wiring:
         self.mutated_user_inputs = tuple(sorted(
             {self.user_index[s.target] for s in self.outputs if s.kind is OutputKind.USER_INPUT_MUTATION}
             | {src[1] for src in self.written if src[0] == "user"}))
+        self.equal_sizes = _equal_sizes(ep, self.user_index)
+
+
+def _equal_sizes(ep: ExportedProgram, user_index: dict[str, int]) -> list[tuple[tuple[int, int], Any]]:
+    """Return the user-input dims whose size the complex program knows from other dims'.
+
+    Each is ((input, dim), size), by flat input position, where size is the (input, dim) that
+    first holds the same symbol, or a sympy expression of symbols (a derived Dim,
+    ``n2 * n2 * n3``) each held by such a dim. Read by :func:`_stated_size`.
+    """
+    first: dict[Any, tuple[int, int]] = {}
+    pairs: list[tuple[tuple[int, int], Any]] = []
+    derived: list[tuple[tuple[int, int], Any]] = []
+    for node in ep.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("val")
+        if node.name not in user_index or not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            at, expr = (user_index[node.name], dim), size.node.expr
+            if not expr.is_Symbol:
+                derived.append((at, expr))
+            elif first.setdefault(expr, at) != at:
+                pairs.append((at, first[expr]))
+    pairs += [(at, (expr, first)) for at, expr in derived if expr.free_symbols <= first.keys()]
+    return pairs
+
+
+def _stated_size(inputs: list, size: Any) -> Any:
+    """Return the size :func:`_equal_sizes` recorded, read from ``inputs``.
+
+    That is a dim's size, or an expression of dims' sizes (sums, products, integer powers,
+    floor divisions, remainders; None for any other form, which is then not stated).
+    """
+    if isinstance(size[0], int):
+        return inputs[size[0]].size(size[1])
+    expr, where = size
+
+    def value(e: Any) -> Any:
+        if e.is_Symbol:
+            i, d = where[e]
+            return inputs[i].size(d)
+        if e.is_Integer:
+            return int(e)
+        args = [value(a) for a in e.args]
+        if any(a is None for a in args):
+            return None
+        if e.is_Add:
+            return functools.reduce(operator.add, args)
+        if e.is_Mul:
+            return functools.reduce(operator.mul, args)
+        if e.is_Pow and e.args[1].is_Integer and int(e.args[1]) > 0:
+            return functools.reduce(operator.mul, [args[0]] * int(e.args[1]))
+        name = type(e).__name__
+        return args[0] // args[1] if name == "FloorDiv" else args[0] % args[1] if name in ("Mod", "PythonMod") else None
+
+    return value(expr)
 
 
 class _RealProgram(torch.nn.Module):
@@ -542,6 +601,15 @@ class _RealProgram(torch.nn.Module):
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         user_inputs = tree_leaves((args, kwargs))
+        for (i, d), size in self.wiring.equal_sizes:
+            # torch.export's non-strict trace gives each input dim a symbol of its own and makes
+            # dims of one Dim (or a derived Dim and its root) equal only after the trace, so a
+            # reshape of one input to another's sizes meets sizes it cannot compare and records a
+            # check of them (`k b != b`) that fails at size 1, where the Dims allow it: the
+            # equalities stated first
+            stated = _stated_size(user_inputs, size)
+            if stated is not None:
+                torch._check(user_inputs[i].size(d) == stated)
         flat = [user_inputs[s[1]] if s[0] == "user" else self._state(s) for s in self.wiring.sources]
         outs = list(self.real_gm(*flat))
         program_outs, written = outs[: len(self.wiring.outputs)], outs[len(self.wiring.outputs):]
@@ -650,14 +718,16 @@ def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any], hint: bool) -
     if not isinstance(size, torch.SymInt):
         return None
     expr = size.node.expr
+    bounds = ep.range_constraints.get(expr)
+    lower = (_finite(bounds.lower) if bounds is not None else None) or 0
+    upper = _finite(bounds.upper) if bounds is not None else None
     if not expr.is_Symbol:
-        return Dim.AUTO
+        # a derived size (n * n * m): found dynamic, within the complex program's range (the
+        # default range, from 2, would make the product's from 2 ** factors); _RealProgram.run
+        # states what it equals
+        return Dim.AUTO(min=lower, max=upper)
     name = str(expr)
     if name not in dims:
-        bounds = ep.range_constraints.get(expr)
-        lower = _finite(bounds.lower) if bounds is not None else None
-        upper = _finite(bounds.upper) if bounds is not None else None
-        lower = lower or 0
         if hint:
             dims[name] = Dim.DYNAMIC(min=lower, max=upper) if upper is not None else Dim.DYNAMIC(min=lower)
         else:

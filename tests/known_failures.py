@@ -151,8 +151,6 @@ EXPORT = dict(DECOMPOSE)
 # ---- sizes that turn symbolic (tests/test_symbolic_sizes.py) -------------------------------
 
 # front end (shapes, dynamic, export, and onnx: export's ONNX Runtime run) -> entry -> why it fails there
-_FROM_ONE = ("exported with dims from 1 up, realify's program fails its own run-time guard at size 1, where plain "
-             "torch.export's program (which keeps the op whole) gives eager's result: {}")
 SIZES: dict[str, dict[str, str]] = {
     "shapes": {},
     "dynamic": {},
@@ -160,13 +158,11 @@ SIZES: dict[str, dict[str, str]] = {
         "resize_": "resize_ of an input with symbolic sizes: torch's functionalization of resize_ calls "
                    "storage_offset() of a symbolic tensor, and plain torch.export's run_decompositions() raises "
                    "the same error on this program (docs/limits.md)",
-        # with every dim from 1 up (from_one_shapes), called at size 1: run-time guards that
-        # realify's program holds and plain torch.export's does not
-        **dict.fromkeys(["addbmm", "tensordot"], _FROM_ONE.format(
-            "the GEMM's batch folded into its inner dim by a reshape of the pairs, whose trace guards b * m != b")),
-        **dict.fromkeys(["lu_unpack", "linalg.lu"], _FROM_ONE.format(
-            "the factors' reshapes and slices to min(m, n), whose trace guards 2 n != 2 min(n, m)")),
-        "linalg.tensorinv": _FROM_ONE.format("the inverse's reshape of the pairs, whose trace guards a size >= 8"),
+        "linalg.tensorinv": (
+            "exported with dims from 1 up, realify's program checks at run time that its input's size "
+            "n2 * n2 * n3 (a size the program derives from others') is at least 8, where plain torch.export's "
+            "program takes 1: torch.export's non-strict trace of the real program creates every input size "
+            "from 2, so the derived size's range becomes the product's from 2 * 2 * 2"),
     },
     # the export front end's ONNX Runtime run (every sixteenth entry; none in the compatibility run)
     "onnx": {},

@@ -592,6 +592,26 @@ def test_a_size_export_specialized_traces_like_plain_export(program, shape):
     assert_close(realify.ComplexCallAdapter(ep)(a), program(a))
 
 
+@pytest.mark.parametrize("program,shapes,at_one", [
+    (lambda a, b: torch.einsum("...i,ij->...j", a, b), [(2, 3, 4), (4, 5)], [(1, 1, 1), (1, 1)]),
+    (lambda c, a, b: torch.addbmm(c, a, b), [(3, 5), (2, 3, 4), (2, 4, 5)], [(3, 5), (3, 3, 1), (3, 1, 5)]),
+    (lambda a: torch.linalg.lu(a), [(3, 5)], [(5, 3)]),
+], ids=["einsum-folding-a-batch", "addbmm-with-one-dim-in-two-inputs", "lu-of-a-tall-matrix"])
+def test_a_program_exported_with_dims_from_one_runs_where_they_are_one(program, shapes, at_one):
+    """Every dim a Dim from 1 up, one Dim per distinct size (dims of equal size share it), then
+    called where some are 1 (or, for the LU, where the example's m < n turns round): eager's
+    values, where realify's programs failed run-time checks of torch.export's trace of the real
+    program: a size-1 dim's stride among symbolic ones (einsum's reshape to (1, b m, k)), a
+    reshape of one input to another's sizes before the trace knew them equal (addbmm), a view of
+    the first min(m, n) columns (the LU's factors)."""
+    from realify.tools.symbolic_sizes import _Program, from_one_shapes
+    args = [randc(*s) for s in shapes]
+    dims = (from_one_shapes(args),)  # _Program takes its tensors as *args
+    ep = realify.export(_Program(program), tuple(args), dynamic_shapes=dims)
+    other = [randc(*s) for s in at_one]
+    assert_close(realify.ComplexCallAdapter(ep)(*other), program(*other))
+
+
 def test_adapter_handles_conj_and_noncontiguous_inputs():
     torch.manual_seed(0)
     a, b = randc(8, 6), randc(8, 6)

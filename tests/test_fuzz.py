@@ -111,11 +111,11 @@ KEEP_OFF = {
     # later entries where the derivative was autograd through the running product (0 * inf),
     # 0 in eager's formula, which realify's rule now has
     "cumprod_of_infinities": False,  # fixed: on
-    # a contraction (einsum, @) exported with dims from 1 up: realify's program folds a batch
-    # into the GEMM's inner dim by a reshape whose trace guards b * m != b, so it fails its own
-    # run-time guard at size 1 where plain torch.export's program runs (tests/known_failures.py:
-    # addbmm, tensordot). Such programs are still exported and called at their other sizes
-    "size_one_of_contractions": True,
+    # a contraction (einsum, @) exported with dims from 1 up and called at size 1: realify's
+    # program failed a run-time guard of torch.export's trace of it (a size-1 dim's stride among
+    # symbolic ones; dims of one Dim compared before they were known equal), where plain
+    # torch.export's program runs (realify/passes/unit_dims.py, realify/export.py _equal_sizes)
+    "size_one_of_contractions": False,  # fixed: on
 }
 
 def _product_bound(bound: float, n: int) -> float:

@@ -46,6 +46,7 @@ from .gauss import gauss_products
 from .input_writes import read_written_inputs_once, return_written_regions, write_inputs_in_place
 from .layout import place_pairs
 from .product_order import expand_complex_products
+from .unit_dims import unit_dims_as_unsqueezes
 
 
 def functional_graph(gm: fx.GraphModule, input_names: Sequence[str]) -> list[int]:
@@ -82,7 +83,9 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_ve
       on autocast's dtype (realify/passes/autocast.py);
     - without ``fusion_barriers`` (any consumer but the compile backend's Inductor),
       ``realify::fusion_barrier`` removed;
-    - ``realify::stop_gradient`` as ``aten.detach``.
+    - ``realify::stop_gradient`` as ``aten.detach``;
+    - reshapes to symbolic sizes with literal 1s as reshapes and unsqueezes, whose strides
+      torch.export's trace guards on no comparison (realify/passes/unit_dims.py).
     """
     expand_complex_products(gm, cpu_vector_bytes)
     if gemm_form.current() == "4m":
@@ -98,6 +101,9 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_ve
     if not fusion_barriers:
         strip_fusion_barriers(gm)
     stop_gradients_as_detach(gm)
+    for module in gm.modules():
+        if isinstance(module, fx.GraphModule):
+            unit_dims_as_unsqueezes(module)
 
 
 def compile_backend_real_graph(gm: fx.GraphModule, layouts: Sequence[str], *, inductor: bool, differentiable: bool,

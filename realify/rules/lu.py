@@ -116,9 +116,18 @@ def unpack(lr: torch.Tensor, li: Part) -> tuple[Parts, Parts]:
     m, n = lr.shape[-2:]
     k = torch.sym_min(m, n)  # a symbol where m or n is (no guard on which is smaller)
     eye = torch.eye(m, k, dtype=lr.dtype, device=lr.device)
-    lower = (lr[..., :, :k].tril(-1) + eye, None if li is None else li[..., :, :k].tril(-1))
+    lower = (_first_columns(lr, k).tril(-1) + eye, None if li is None else _first_columns(li, k).tril(-1))
     upper = (lr[..., :k, :].triu(), None if li is None else li[..., :k, :].triu())
     return lower, upper
+
+
+def _first_columns(x: torch.Tensor, k: Any) -> torch.Tensor:
+    # x[..., :k]; at a symbolic k = min(m, n) gathered instead: the slice's view has row stride n
+    # and width k, whose contiguity torch.export's trace of the real program checks at run time
+    # (`n != min(m, n)`, false wherever n <= m); tril copies the columns either way
+    if isinstance(k, int):
+        return x[..., :k]
+    return x.index_select(-1, torch.arange(k, device=x.device))
 
 
 def permutation_matrix(pivots: torch.Tensor, m: int, dtype: torch.dtype) -> torch.Tensor:
