@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch._higher_order_ops.associative_scan import associative_scan
 
+from .imaging import build_angular_spectrum, build_mri
 from .linalg_workloads import build_ground_state, build_mimo, build_music
 
 C64 = torch.complex64
@@ -573,6 +574,20 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              {"tiny": dict(batch=2, sensors=4, sources=1, snapshots=16, grid=32),
               "small": dict(batch=64, sensors=8, sources=2, snapshots=256, grid=180),
               "large": dict(batch=256, sensors=16, sources=3, snapshots=1024, grid=360)}, trainable=True, gemm=True),
+    # imaging (realify/bench/imaging.py): centered FFTs, fftshift/ifftshift around fft2/ifft2
+    Workload("mri", "multi-coil MRI: A x = mask * fft2c(S * x) per coil and A^H y = sum_c conj(S_c) ifft2c(y_c) "
+             "(fastMRI's centered orthonormal FFTs); training: an unrolled gradient step on ||A x - y||^2",
+             build_mri,
+             {"tiny": dict(coils=2, size=16), "small": dict(coils=8, size=256), "large": dict(coils=16, size=320)},
+             trainable=True),
+    # a 532 nm beam on an 8 um pitch phase mask, propagated less than N dx^2 / lambda (where the
+    # angular-spectrum method samples its transfer function without aliasing)
+    Workload("angular-spectrum", "optical propagation by the angular-spectrum method: phase mask exp(i phase), "
+             "centered fft2, transfer function exp(i 2 pi z sqrt(1/lambda^2 - fx^2 - fy^2)), centered ifft2, "
+             "intensity |u|^2", build_angular_spectrum,
+             {"tiny": dict(size=32, pixel_pitch=8e-6, wavelength=532e-9, distance=2e-3),
+              "small": dict(size=512, pixel_pitch=8e-6, wavelength=532e-9, distance=5e-2),
+              "large": dict(size=1024, pixel_pitch=8e-6, wavelength=532e-9, distance=1e-1)}, trainable=True),
 ]}
 
 

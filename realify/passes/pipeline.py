@@ -32,6 +32,7 @@ import torch.fx as fx
 
 from . import gemm_form
 from .autocast import lower_precision_products
+from .centered_fft import centered_transforms_as_modulations
 from .cleanup import (
     copies_to_views,
     inplace_views_to_functional,
@@ -53,13 +54,15 @@ def functional_graph(gm: fx.GraphModule, input_names: Sequence[str]) -> list[int
     """Stage 1, on the functional graph (every front end): in-place views made functional, a
     change of an input's metadata refused (``input_names`` name the inputs in the message),
     writes to inputs made extra outputs, ``*_copy`` ops back to views, spectral ops asked
-    for no vectors nothing reads. Returns the positions of the inputs the program writes
+    for no vectors nothing reads, half-size rolls around FFTs as sign modulations
+    (realify/passes/centered_fft.py). Returns the positions of the inputs the program writes
     (realify/passes/cleanup.py)."""
     inplace_views_to_functional(gm)
     refuse_metadata_changes_of_inputs(gm, input_names)
     mutated = mutations_to_outputs(gm)
     copies_to_views(gm)
     unread_outputs_not_asked(gm)
+    centered_transforms_as_modulations(gm)
     return mutated
 
 
