@@ -683,14 +683,24 @@ class Builder:
             return self.op_unary()
         dim = self.draw(st.sampled_from([d for d, n in enumerate(v.shape) if n >= 1]))
         how = self.draw(st.sampled_from(["fft", "ifft", "rfft", "irfft"]))
+        # "ortho" and "forward" scale by 1/sqrt(n) and 1/n: the "backward" bound holds for all
+        norm = self.draw(st.sampled_from(["backward", "ortho", "forward"]))
+        # centered, as imaging code writes transforms: a half-size roll of the input (ifftshift),
+        # of the output (fftshift), or both; an even size's become sign products
+        # (realify/passes/centered_fft.py), an odd size's stay rolls
+        centered = self.draw(st.sampled_from(["", "in", "out", "both"]))
+        source = f"{v.name}.real" if how == "rfft" else v.name
+        if centered in ("in", "both"):
+            source = f"torch.fft.ifftshift({source}, dim={dim})"
         n = v.shape[dim]
-        if how == "rfft":
-            self.emit(f"torch.fft.rfft({v.name}.real, dim={dim})", n * v.bound, signed=False)
-        elif how == "irfft":
+        if how == "irfft":
             m = self.draw(st.integers(1, 2 * n))
-            self.emit(f"torch.fft.irfft({v.name}, n={m}, dim={dim})", m * v.bound, signed=False)
+            call, bound = f"torch.fft.irfft({source}, n={m}, dim={dim}, norm={norm!r})", m * v.bound
         else:
-            self.emit(f"torch.fft.{how}({v.name}, dim={dim})", n * v.bound, signed=False)
+            call, bound = f"torch.fft.{how}({source}, dim={dim}, norm={norm!r})", n * v.bound
+        if centered in ("out", "both"):
+            call = f"torch.fft.fftshift({call}, dim={dim})"
+        self.emit(call, bound, signed=False)
 
     def op_roundtrip(self) -> None:
         v = self.pick()
