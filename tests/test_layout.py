@@ -263,12 +263,23 @@ def _spectrum_through_a_break(x, w):
 
 
 def test_fft_wanted_as_pairs_computes_pairs():
-    # an FFT whose result only leaves as pairs (through an fftshift, rolled on the pairs) is
-    # the FFT library's interleaved result: no split into planes and stack back
-    x = torch.randn(2, 3, 8, 6)
+    # an FFT whose result only leaves as pairs (through an fftshift of an odd size, rolled on
+    # the pairs) is the FFT library's interleaved result: no split into planes and stack back
+    x = torch.randn(2, 3, 7, 6)
     gm = realify.decompose(_spectrum_shifted, [x], inputs="interleaved", outputs="interleaved")
     assert _targets(gm) == {"realify.fft_r2c_pairs.default", "aten.roll.default"}, gm.code
     torch.testing.assert_close(gm(x)[0], torch.view_as_real(_spectrum_shifted(x)), rtol=0, atol=0)
+    # of an even size the shift is a sign product on the input (realify/passes/centered_fft.py),
+    # and the FFT still computes pairs
+    x = torch.randn(2, 3, 8, 6)
+    gm = realify.decompose(_spectrum_shifted, [x], inputs="interleaved", outputs="interleaved")
+    targets = _targets(gm)
+    assert "realify.fft_r2c_pairs.default" in targets and "aten.roll.default" not in targets, gm.code
+    assert "aten.stack.default" not in targets, gm.code
+    expected = torch.view_as_real(_spectrum_shifted(x))
+    # the library transforms the modulated input, not the rolled one: within 8 eps log2 N of the
+    # largest element (docs/numerics.md, "FFTs"; N = 48 < 2^6)
+    torch.testing.assert_close(gm(x)[0], expected, rtol=0, atol=8 * 2.0 ** -23 * 6 * float(expected.abs().max()))
     # read planar (|z|, or a part read back from the pairs into arithmetic): the planar FFT
     for planar in (lambda x: _spectrum_shifted(x).abs(),
                    lambda x: torch.view_as_real(_spectrum_shifted(x))[..., 0] * 2):
