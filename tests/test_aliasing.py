@@ -386,3 +386,23 @@ def test_compiled_graph_runs_on_fake_inputs_that_it_writes():
     _same(z, expected_z)
     _same(x, expected_x)
     _same(out[0], expected_z + 1)
+
+
+@pytest.mark.parametrize("shape", [(), (3,)], ids=["0-d", "vector"])
+@pytest.mark.parametrize("detached_first", [True, False], ids=["detached-first", "detached-second"])
+def test_an_output_and_its_detached_view_keep_eagers_gradient_and_memory(fresh_dynamo, shape, detached_first):
+    """``(z.detach(), z)``: two outputs of one storage and one size, of which only one carries a
+    gradient. The other is taken from the one that carries it (the fuzzer's long run found the
+    0-d case built the other way round, with no gradient left on ``z``)."""
+    def program(a):
+        z = torch.exp(a)
+        return (z.detach(), z) if detached_first else (z, z.detach())
+
+    a = torch.zeros(shape, dtype=torch.complex64, requires_grad=True)
+    expected, got = program(a), realify.compile(program, inner="eager", fullgraph=True)(a)
+    assert [x.requires_grad for x in got] == [x.requires_grad for x in expected]
+    assert got[0].data_ptr() == got[1].data_ptr()  # one storage, as eager's
+    carrier = 1 if detached_first else 0
+    (grad_expected,) = torch.autograd.grad(expected[carrier].real.sum(), a)
+    (grad_got,) = torch.autograd.grad(got[carrier].real.sum(), a)
+    torch.testing.assert_close(grad_got, grad_expected)

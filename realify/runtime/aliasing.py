@@ -184,11 +184,15 @@ def output_bases(outputs: Sequence[Any], taken: Sequence[bool]) -> dict[int, int
         dense = [j for j in group if is_non_overlapping_and_dense_or_false(outputs[j])]
         if len(group) < 2 or not dense:
             continue
-        j = max(dense, key=lambda i: outputs[i].numel())
+        # of equal size, the output that carries a gradient is the base: `(z.detach(), z)`
+        # taken the other way round would give z the detached one's (none)
+        j = max(dense, key=lambda i: (outputs[i].numel(), outputs[i].requires_grad))
         start, end = _storage_span(outputs[j])
         for k in group:
             k_start, k_end = _storage_span(outputs[k])
-            if k != j and start <= k_start and k_end <= end:
+            # a view that carries a gradient its base does not stays a copy
+            carried = not outputs[k].requires_grad or outputs[j].requires_grad
+            if k != j and start <= k_start and k_end <= end and carried:
                 bases[k] = j
     return bases
 
