@@ -612,6 +612,24 @@ def test_a_program_exported_with_dims_from_one_runs_where_they_are_one(program, 
     assert_close(realify.ComplexCallAdapter(ep)(*other), program(*other))
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (0,)], ids=["rows-of-nothing", "nothing"])
+def test_onnx_mean_of_no_elements_is_nan(shape):
+    """A mean over an empty dim is eager's 0 / 0, NaN, in ONNX Runtime too, complex and real
+    (torch.onnx's ReduceMean gave 0; the fuzzer's long export run found it)."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def program(a, r):
+        return a.mean(dim=0), r.mean(dim=0)
+
+    a, r = torch.randn(shape, dtype=torch.complex64), torch.randn(shape)
+    ep = realify.export(program, (a, r))
+    got = run_session(onnx_session(ep), ep, [a, r])
+    for g, e in zip(got, program(a, r)):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        assert torch.equal(torch.view_as_real(g).isnan() if g.is_complex() else g.isnan(),
+                           torch.view_as_real(e).isnan() if e.is_complex() else e.isnan())
+
+
 def test_adapter_handles_conj_and_noncontiguous_inputs():
     torch.manual_seed(0)
     a, b = randc(8, 6), randc(8, 6)
