@@ -93,10 +93,8 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_ve
     expand_complex_products(gm, cpu_vector_bytes)
     if gemm_form.current() == "4m":
         gemm_multiplications = 4  # forced: every complex GEMM and convolution in four products
-    for module in gm.modules():  # control flow's branches and bodies too
-        if isinstance(module, fx.GraphModule):
-            place_pairs(module, products=pair_products, boundary=complex_inputs,
-                        gemm_multiplications=gemm_multiplications)
+    for graph in _graphs(gm):
+        place_pairs(graph, products=pair_products, boundary=complex_inputs, gemm_multiplications=gemm_multiplications)
     if gemm_multiplications == 3:
         gauss_products(gm)
     if complex_autocast:
@@ -104,9 +102,13 @@ def real_graph(gm: fx.GraphModule, complex_inputs: frozenset[fx.Node], *, cpu_ve
     if not fusion_barriers:
         strip_fusion_barriers(gm)
     stop_gradients_as_detach(gm)
-    for module in gm.modules():
-        if isinstance(module, fx.GraphModule):
-            unit_dims_as_unsqueezes(module)
+    for graph in _graphs(gm):
+        unit_dims_as_unsqueezes(graph)
+
+
+def _graphs(gm: fx.GraphModule) -> list[fx.GraphModule]:
+    """``gm`` and the graphs of its control flow's branches and bodies."""
+    return [module for module in gm.modules() if isinstance(module, fx.GraphModule)]
 
 
 def compile_backend_real_graph(gm: fx.GraphModule, layouts: Sequence[str], *, inductor: bool, differentiable: bool,
