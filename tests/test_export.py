@@ -835,3 +835,25 @@ def test_adapter_runs_without_autocast():
         actual = adapter(a, b)
     exact = a.to(torch.complex128) @ b.to(torch.complex128)
     assert ((actual - exact).abs().max() / exact.abs().max()).item() <= 2e-6
+
+
+def test_a_program_plain_torch_export_fails_on_is_not_exported():
+    # torch.export fails on a torch.cond of a detached operand when the inputs share memory, for
+    # real programs too ("vr must not be None"); realify.export, which exports the complex
+    # program with torch.export first, raises as well rather than return a program (found by
+    # the long export fuzz run)
+    class Program(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.cond(b.abs().sum() >= 0, lambda z: z * 2, lambda z: z.conj() * 2, (b.detach(),))
+
+    base = torch.randn(2, 3, dtype=torch.complex128)
+    a, b = base[:-1], base[1:]
+    try:
+        torch.export.export(Program(), (a, b))
+    except Exception as plain:  # a torch release that fails on it
+        with pytest.raises(type(plain)):
+            realify.export(Program(), (a, b))
+        return
+    # a torch release that exports it: realify's program gives eager's value
+    got = realify.ComplexCallAdapter(realify.export(Program(), (a, b)))(a, b)
+    torch.testing.assert_close(got, Program()(a, b))

@@ -480,12 +480,12 @@ def test_pass_sequence_runs_a_callers_passes_first_and_caches_only_when_each_can
 def test_boundary_layout_by_input_size(size):
     # for inner compilers other than Inductor, small complex inputs enter as their own
     # (re, im) pairs (a free view) and larger ones are split into planes once; either way a
-    # product of inputs is planar real arithmetic (pairs products are for view_as_complex)
+    # product of inputs that feeds more arithmetic is planar real arithmetic
     torch._dynamo.reset()  # static shapes: no automatic dynamic from an earlier size
     rec = RecordingInner()
     a, b = torch.randn(size, dtype=torch.complex64), torch.randn(size, dtype=torch.complex64)
-    out = realify.compile(lambda a, b: a * b, inner=rec)(a, b)
-    torch.testing.assert_close(out, a * b)
+    out = realify.compile(lambda a, b: a * b + 1, inner=rec)(a, b)
+    torch.testing.assert_close(out, a * b + 1)
     (forward,) = [gm for kind, gm in rec.graphs if kind == "forward"]
     shapes = [tuple(n.meta["val"].shape) for n in forward.graph.nodes if n.op == "placeholder"]
     assert shapes == ([(size, 2)] * 2 if size <= SMALL_INPUT else [(2, size)] * 2)
@@ -753,3 +753,96 @@ def test_exported_gemm_has_no_layout_copies():
     ep = realify.export(lambda x, w: torch.einsum("bixy,ioxy->boxy", x, w), (x, w))
     muls = [n for n in ep.graph.nodes if n.target is torch.ops.aten.mul.Tensor and 1 in n.args[1:]]
     assert not muls, [n.format_node() for n in muls]
+
+
+# ---- parts computed alike: the same elementwise ops on both parts run on the pairs ----------
+
+
+def _special_complex(*shape: int, dtype=torch.complex64) -> torch.Tensor:
+    """Random values with ±0 parts, infinities, NaN and exact axis points among them."""
+    z = torch.randn(*shape, dtype=dtype)
+    flat = z.view(-1)
+    specials = [complex(-0.0, 0.0), complex(0.0, -0.0), complex(math.inf, 1.0), complex(2.0, -math.inf),
+                complex(math.nan, 0.5), complex(3.0, 0.0), complex(0.0, -2.0)]
+    flat[: len(specials)] = torch.tensor(specials, dtype=dtype)
+    return z
+
+
+_ALIKE = {
+    "scale": lambda x, y, r: x * 2,
+    "real-tensor-scale-and-add": lambda x, y, r: x * r + y,
+    "difference-halved": lambda x, y, r: (x - y) * 0.5,
+    "negated-quotient-by-real": lambda x, y, r: -(x / r),
+    "0-d-float64-factor": lambda x, y, r: x * torch.tensor(3.0, dtype=torch.float64),  # promotes as a number
+    "broadcast-up": lambda x, y, r: x[0] * r[:, None],  # the shared operand has more dims than the parts
+    "where": lambda x, y, r: torch.where(r > 0, x, y),
+}
+
+
+@pytest.mark.parametrize("name", list(_ALIKE))
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "conj"])
+def test_parts_computed_alike_run_on_the_pairs(name, layout):
+    # the real graph holds no stack of parts into pairs, and its values are each part's (to
+    # the bit, ±0, inf and NaN included): a real operand of a complex product has no imaginary
+    # part (C99 Annex G, docs/numerics.md), so each program here is the same real program on
+    # the real and on the imaginary parts, which eager computes as a reference at the special
+    # values (eager's complex kernels give (inf + 1j) * 2 a NaN imaginary part); on ordinary
+    # values, the compiled program's values and gradients are eager's
+    f = _ALIKE[name]
+    x, y = _special_complex(4, 5), _special_complex(4, 5)
+    r = torch.randn(5)
+    r_special = r.clone()
+    r_special[1] = -0.0
+    if layout == "transposed":
+        x, y = x.T.contiguous().T, y.T.contiguous().T
+    if layout == "conj":
+        x = x.conj()
+    gm = realify.decompose(lambda x, y: f(x, y, r_special), [x, y], inputs="interleaved", outputs="interleaved")
+    assert "aten.stack.default" not in _targets(gm)
+    expected = torch.complex(f(x.real, y.real, r_special), f(x.imag, y.imag, r_special))
+    (got,) = gm(torch.view_as_real(x.resolve_conj()), torch.view_as_real(y))
+    torch.testing.assert_close(torch.view_as_complex(got), expected, rtol=0, atol=0, equal_nan=True)
+
+    torch._dynamo.reset()
+    xs, ys = (torch.randn(4, 5, dtype=torch.complex64, requires_grad=True) for _ in range(2))
+    compiled = realify.compile(lambda x, y: f(x, y, r))
+    out = compiled(xs, ys)
+    # exact, but for an ulp where eager's complex division by a real rounds twice and
+    # realify's per-part quotient once (docs/numerics.md, "Division")
+    torch.testing.assert_close(out, f(xs, ys, r), rtol=2 ** -23, atol=0)
+    torch.view_as_real(out).sin().sum().backward()
+    got_grads = xs.grad.clone(), ys.grad
+    xs.grad = ys.grad = None
+    torch.view_as_real(f(xs, ys, r)).sin().sum().backward()
+    for g, e in zip(got_grads, (xs.grad, ys.grad)):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+
+
+def test_parts_read_elsewhere_stay_planar():
+    # a part the program also reads on its own (here the real part of x * 2) is not computed
+    # twice: the scale stays planar
+    def f(x):
+        y = x * 2
+        return y, y.real.exp()
+
+    x = torch.randn(6, dtype=torch.complex64)
+    gm = realify.decompose(f, [x], inputs="interleaved", outputs="interleaved")
+    got = gm(torch.view_as_real(x))
+    torch.testing.assert_close(torch.view_as_complex(got[0]), f(x)[0], rtol=0, atol=0)
+    torch.testing.assert_close(got[1], f(x)[1], rtol=0, atol=0)
+    muls = [n for n in gm.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
+    assert all(n.meta["val"].shape == (6,) for n in muls), "the scale ran on the pairs and again on a part"
+
+
+def test_a_product_of_interleaved_inputs_returned_interleaved_runs_on_pairs():
+    # a product of two inputs stacked straight back into pairs (a rotation returned as pairs)
+    # runs ATen's complex kernel on the pairs; one feeding more arithmetic stays planar
+    a, b = _special_complex(8, 3), _special_complex(8, 3)
+    for f, on_pairs in ((lambda a, b: a * b, True), (lambda a, b: a * b + 1, False)):
+        gm = realify.decompose(f, [a, b], inputs="interleaved", outputs="interleaved", pair_products=True)
+        assert ("realify.cmul_pairs.default" in _targets(gm)) == on_pairs
+        (got,) = gm(torch.view_as_real(a), torch.view_as_real(b))
+        torch.testing.assert_close(torch.view_as_complex(got), f(a, b), rtol=0, atol=0, equal_nan=True)

@@ -24,7 +24,14 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    -1)`` (``view_as_real`` of such a value, an FFT's input) becomes ``P``: no copy. Two parts
    filled with one constant (``torch.zeros`` of a complex dtype, a spectrum to write modes
    into) stacked into pairs are that constant filled into pairs: one contiguous fill where
-   the stack writes each part with stride-2 stores.
+   the stack writes each part with stride-2 stores. Two parts computed alike from the two
+   parts of pairs, the same elementwise ops with the same other operands (``x * 2``, ``x * r
+   + y`` for a real ``r``, ``(x - y) / 2``), stacked into pairs are those ops on the pairs:
+   ``op(select(P, -1, 0), t)`` and ``op(select(P, -1, 1), t)`` stacked become ``op(P, t')``,
+   ``t'`` a tensor operand shared by both parts given a trailing dim of 1 (a 0-d one, which
+   takes part in type promotion as a number, stays 0-d). Each part's planar kernel reads and
+   writes every other element; the ops on the pairs run one contiguous, vectorized loop
+   (docs/benchmarks.md, "Measurements behind design choices").
 3. **A product on pairs** (the compile backend only, ``realify.config.interleaved_products``):
    the planar product ``(ar br - ai bi, ar bi + ai br)`` of two complex values, one of which
    the program itself viewed as pairs, becomes ``realify::cmul_pairs`` on the pairs, ATen's
@@ -33,8 +40,10 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    back out through ``view_as_real`` (rotary embeddings), and the planar formula would gather
    the pairs and scatter the result with stride-2 accesses: about twice ATen's kernel's time
    even vectorized (docs/benchmarks.md, "Measurements behind design choices"). Products of
-   inputs that entered interleaved stay planar: they usually feed more arithmetic, which a
-   compiler fuses with the planar formula; and exported programs keep standard ops only.
+   inputs that entered interleaved stay planar where they feed more arithmetic, which a
+   compiler fuses with the planar formula, and go to the pairs where the product alone is
+   stacked back into pairs (a rotation of interleaved values returned interleaved); exported
+   programs keep standard ops only.
    A **matrix product** (``mm``, ``bmm``) of small arithmetic intensity, ``m n k / (m k + k n
    + m n)`` below :data:`PAIRS_GEMM_INTENSITY` (inner dimension ``k`` at least
    :data:`PAIRS_GEMM_MIN_INNER`), becomes ``realify::cmm_pairs``, BLAS's
@@ -246,11 +255,65 @@ def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any
 def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
     if not stacks_pairs(node):
         return False
-    pairs = _pairs_of(*node.args[0]) or _filled_pairs(graph, node)
+    pairs = _pairs_of(*node.args[0]) or _filled_pairs(graph, node) or _alike_on_pairs(graph, node, *node.args[0])
     if pairs is None or not same_shape(pairs.meta["val"], node.meta["val"]):
         return False
     node.replace_all_uses_with(pairs)
     return True
+
+
+def _alike_on_pairs(graph: fx.Graph, stack: fx.Node, re: Any, im: Any) -> fx.Node | None:
+    """The pairs ``op(..)``, made before ``stack``, where ``re`` and ``im`` are the same
+    elementwise ``op`` of the two parts of pairs (or of two values computed alike in turn) and
+    of operands shared by both; None for any other parts. Each part replaced is read by the
+    stack or the next op of the chain alone: a part read elsewhere too would be computed twice."""
+    if not (_computed_alike(re, im) and len(re.users) == 1 and len(im.users) == 1):
+        return None
+    args = []
+    for a, b in zip(re.args, im.args):
+        if _one_value(a, b):
+            args.append(_shared_operand(graph, stack, a))
+        else:
+            args.append(_pairs_of(a, b) or _alike_on_pairs(graph, stack, a, b))
+        if args[-1] is None:
+            return None
+    with graph.inserting_before(stack):
+        pairs = call_on_fakes(graph, re.target, *args, **re.kwargs)
+    if pairs is None or pairs.meta["val"].dtype != re.meta["val"].dtype:
+        return None  # what it made, nothing reads: dead code
+    return pairs
+
+
+def _one_value(a: Any, b: Any) -> bool:
+    """Whether operands ``a`` and ``b`` are one value: one node, two reads of one constant
+    attribute, or equal numbers (-0.0 and 0.0 are two)."""
+    if isinstance(a, fx.Node) or isinstance(b, fx.Node):
+        return a is b or (isinstance(a, fx.Node) and isinstance(b, fx.Node)
+                          and a.op == b.op == "get_attr" and a.target == b.target)
+    return type(a) is type(b) and a == b and _signbit(a) == _signbit(b)
+
+
+def _computed_alike(re: Any, im: Any) -> bool:
+    """Whether ``re`` and ``im`` are two calls of one elementwise, deterministic aten op with
+    the same keywords (none of them a node) and as many arguments, none a list."""
+    if not (isinstance(re, fx.Node) and isinstance(im, fx.Node) and re is not im
+            and re.op == im.op == "call_function" and re.target is im.target):
+        return False
+    op = re.target
+    return (isinstance(op, torch._ops.OpOverload) and torch.Tag.pointwise in op.tags
+            and torch.Tag.nondeterministic_seeded not in op.tags and len(re.args) == len(im.args)
+            and re.kwargs == im.kwargs and not any(isinstance(v, fx.Node) for v in re.kwargs.values())
+            and not any(isinstance(a, (list, tuple)) for a in (*re.args, *im.args)))
+
+
+def _shared_operand(graph: fx.Graph, stack: fx.Node, operand: Any) -> Any:
+    """``operand`` of both parts as an operand of the op on pairs: a tensor of one or more
+    dims gains a trailing dim of 1, to broadcast over the pair dim."""
+    value = operand.meta.get("val") if isinstance(operand, fx.Node) else None
+    if not isinstance(value, torch.Tensor) or value.dim() == 0:
+        return operand
+    with graph.inserting_before(stack):
+        return call_on_fakes(graph, aten.unsqueeze.default, operand, -1)
 
 
 _FILLS = {aten.zeros.default: lambda size, **kw: (size, 0, kw),
@@ -301,7 +364,7 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
         return False
     if target is aten.mul.Tensor:
         pairs_op = torch.ops.realify.cmul_pairs.default
-        if not any(p is not None and _root(p) not in boundary for p in (a, b)):
+        if not (any(p is not None and _root(p) not in boundary for p in (a, b)) or _stacked_alone(sub, add)):
             return False
     else:
         pairs_op = torch.ops.realify.cmm_pairs.default
@@ -319,6 +382,12 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     sub.replace_all_uses_with(re)
     add.replace_all_uses_with(im)
     return True
+
+
+def _stacked_alone(re: fx.Node, im: fx.Node) -> bool:
+    """Whether ``re`` and ``im`` are read only by one stack of the two into pairs."""
+    (stack, *others), users = list(re.users), list(im.users)
+    return not others and users == [stack] and stacks_pairs(stack) and stack.args[0] == [re, im]
 
 
 def _product_factors(sub: fx.Node, target: Any) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
