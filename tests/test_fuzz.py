@@ -163,6 +163,11 @@ SPECIALS = (0.0, -0.0, INF, -INF, NAN, 1e30, -1e30, 1e-40, -1e-40)
 # real/complex arithmetic, which deliberately differs from eager with infinities and signed
 # zeros ((inf + 1j) * 2.5 = inf + 2.5j, eager inf + nanj). Those are documented choices.
 SCALARS = (1j, 0.5 - 2j, -1.5 + 0.25j, 2 + 1e-3j, -0.75 - 0.5j)
+# Real Python scalars scale a value known to be finite (op_scalar): both parts alike, which
+# the layout pass runs on the (re, im) pairs (realify/passes/layout.py, rule 2); with
+# infinities they would meet the C99 difference above. The zeros' signs may differ from
+# eager's (eager's product with 2 + 0i adds a signed 0 * im to the real part).
+REAL_SCALARS = (2.0, -0.5)
 POW_EXPONENTS = ("2", "3", "0.5", "-1", "(1+1j)")
 # the functions among the fuzzer's whose value jumps across a branch cut on an axis, where the
 # sign of a zero part picks the side (Var.signed)
@@ -538,6 +543,10 @@ class Builder:
 
     def op_scalar(self) -> None:
         v = self.pick()
+        if v.finite and self.draw(st.integers(0, 3)) == 0:
+            s = self.draw(st.sampled_from(REAL_SCALARS))
+            op = self.draw(st.sampled_from(["*", "/"]))
+            return self.emit(f"{v.name} {op} {s!r}", v.bound * (abs(s) if op == "*" else 1 / abs(s)), signed=False)
         s = self.draw(st.sampled_from(SCALARS))
         op = self.draw(st.sampled_from(["+", "-", "*", "/", "r-", "r/"]))
         bound = {"+": v.bound + abs(s), "-": v.bound + abs(s), "r-": v.bound + abs(s),

@@ -846,3 +846,19 @@ def test_a_product_of_interleaved_inputs_returned_interleaved_runs_on_pairs():
         assert ("realify.cmul_pairs.default" in _targets(gm)) == on_pairs
         (got,) = gm(torch.view_as_real(a), torch.view_as_real(b))
         torch.testing.assert_close(torch.view_as_complex(got), f(a, b), rtol=0, atol=0, equal_nan=True)
+
+
+def test_an_unread_product_is_left_alone():
+    # a product nothing reads (a prod the program drops, before dead-code elimination) has
+    # parts with no reader: the layout pass leaves it, and the program runs (found by the fuzzer)
+    def f(a):
+        unread = a.prod(dim=0)  # noqa: F841
+        return torch.exp(a)
+
+    torch._dynamo.reset()
+    a = torch.randn(3, dtype=torch.complex64, requires_grad=True)
+    out = realify.compile(f, inner="eager")(a)
+    torch.testing.assert_close(out, f(a))
+    torch.view_as_real(out).sum().backward()
+    expected = torch.autograd.grad(torch.view_as_real(f(a)).sum(), a)[0]
+    torch.testing.assert_close(a.grad, expected)

@@ -386,8 +386,9 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
 
 def _stacked_alone(re: fx.Node, im: fx.Node) -> bool:
     """Whether ``re`` and ``im`` are read only by one stack of the two into pairs."""
-    (stack, *others), users = list(re.users), list(im.users)
-    return not others and users == [stack] and stacks_pairs(stack) and stack.args[0] == [re, im]
+    users = list(re.users)
+    return (len(users) == 1 and list(im.users) == users and stacks_pairs(users[0])
+            and users[0].args[0] == [re, im])
 
 
 def _product_factors(sub: fx.Node, target: Any) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
