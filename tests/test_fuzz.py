@@ -10,7 +10,9 @@ overlapping arguments; values mixing 0, -0, +-inf, nan, 1e30, 1e-40 and exact ax
 The program runs through ``realify.compile`` and eagerly; outputs, inputs after the call and
 gradients are compared (:func:`check_program`). About half the programs are then called again
 through the same compiled function at inputs grown to twice each size of 2 or more, which
-automatic dynamic shapes recompile with symbolic sizes, and compared again. A failing example
+automatic dynamic shapes recompile with symbolic sizes, and compared again; realify then
+keeps no more graphs for the two calls than the default backend's capture does for the same
+calls (:func:`_check_graph_count`). A failing example
 prints as the Python program and the inputs that reproduce it (``Program.__repr__``), shrunk by hypothesis.
 
 Export is the other front end, and its sizes are the user's to choose: a program exported once
@@ -1053,7 +1055,8 @@ def check_program(program: Program, inner: str = "eager") -> None:
     program with a second call runs the same compiled function again at its grown inputs,
     where eager runs the program there (a slice or a literal size may not fit them)."""
     torch._dynamo.reset()
-    compiled = _compiled(program, inner)
+    function = program.function()
+    compiled = _compiled(program, inner, function)
 
     def run(program: Program, dtype: torch.dtype, grads: bool):
         # another precision (a measure of realify's own rounding) compiled afresh
@@ -1063,6 +1066,29 @@ def check_program(program: Program, inner: str = "eager") -> None:
     grown = dataclasses.replace(program, sizes=_grown(program))
     if program.second_call and grown.sizes and _eager_runs(grown):
         _check_call(grown, run)
+        _check_graph_count(program, grown, _graphs_kept(function))
+
+
+def _graphs_kept(function) -> int:
+    """The graphs dynamo keeps for ``function``: one per guard set, a recompile adds one."""
+    return len(torch._dynamo.eval_frame._debug_get_cache_entry_list(function.__code__))
+
+
+def _check_graph_count(program: Program, grown: Program, realify_graphs: int) -> None:
+    """No more graphs for the two calls than the default backend's capture and autograd
+    (AOTAutograd's eager backend) keep for the same calls: more would mean a rule fixed a
+    symbolic size to a number (a recompile per size, and past dynamo's limit an eager run)."""
+    torch._dynamo.reset()
+    function = program.function()
+    baseline = torch.compile(function, backend="aot_eager", fullgraph=True, dynamic=program.dynamic or None)
+    try:
+        for call in (program, grown):
+            _call(baseline, call, call.dtype, call.check_grads)
+    except Exception:  # the default backend's own failure: nothing to count against
+        return
+    baseline_graphs = _graphs_kept(function)
+    assert realify_graphs <= baseline_graphs, (
+        f"realify kept {realify_graphs} graphs for the calls at two sizes, the default backend {baseline_graphs}")
 
 
 def _eager_runs(program: Program) -> bool:
@@ -1130,8 +1156,9 @@ def _check_call(program: Program, run) -> None:
                                    2 * program.depth, f"gradient of input base {i}{_at(program)}", **tolerance)
 
 
-def _compiled(program: Program, inner: str):
-    return realify.compile(program.function(), inner=inner, fullgraph=True, dynamic=program.dynamic or None)
+def _compiled(program: Program, inner: str, function=None):
+    function = program.function() if function is None else function
+    return realify.compile(function, inner=inner, fullgraph=True, dynamic=program.dynamic or None)
 
 
 def _call(compiled, program: Program, dtype: torch.dtype, grads: bool):
