@@ -40,10 +40,12 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    back out through ``view_as_real`` (rotary embeddings), and the planar formula would gather
    the pairs and scatter the result with stride-2 accesses: about twice ATen's kernel's time
    even vectorized (docs/benchmarks.md, "Measurements behind design choices"). Products of
-   inputs that entered interleaved stay planar where they feed more arithmetic, which a
-   compiler fuses with the planar formula, and go to the pairs where the product alone is
-   stacked back into pairs (a rotation of interleaved values returned interleaved); exported
-   programs keep standard ops only.
+   inputs that entered interleaved stay planar where they feed other arithmetic, which a
+   compiler fuses with the planar formula, and go to the pairs where the product's result is
+   only wanted as pairs: stacked back into pairs, directly or through ops computed alike on
+   both parts (rule 2), as a rotation of interleaved values returned interleaved is. A
+   conjugated factor (``b.conj()``: its imaginary part negated) is the pairs' op's flag, not
+   a copy. Exported programs keep standard ops only.
    A **matrix product** (``mm``, ``bmm``) of small arithmetic intensity, ``m n k / (m k + k n
    + m n)`` below :data:`PAIRS_GEMM_INTENSITY` (inner dimension ``k`` at least
    :data:`PAIRS_GEMM_MIN_INNER`), becomes ``realify::cmm_pairs``, BLAS's
@@ -357,14 +359,14 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     else:
         return False
     (ar, ai, br, bi), add = factors
-    a, b = _pairs_of(ar, ai), _pairs_of(br, bi)
+    (a, conj_a), (b, conj_b) = _pairs_or_conjugate(ar, ai), _pairs_or_conjugate(br, bi)
     dtype = sub.meta["val"].dtype
     if dtype not in (torch.float32, torch.float64) or any(
             p is not None and p.meta["val"].dtype != dtype for p in (a, b)):
         return False
     if target is aten.mul.Tensor:
         pairs_op = torch.ops.realify.cmul_pairs.default
-        if not (any(p is not None and _root(p) not in boundary for p in (a, b)) or _stacked_alone(sub, add)):
+        if not (any(p is not None and _root(p) not in boundary for p in (a, b)) or _wanted_as_pairs(sub, add)):
             return False
     else:
         pairs_op = torch.ops.realify.cmm_pairs.default
@@ -375,7 +377,7 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     with graph.inserting_before(sub):
         a = a if a is not None else call_on_fakes(graph, aten.stack.default, [ar, ai], -1)
         b = b if b is not None else call_on_fakes(graph, aten.stack.default, [br, bi], -1)
-        product = call_on_fakes(graph, pairs_op, a, b, False, False)
+        product = call_on_fakes(graph, pairs_op, a, b, conj_a, conj_b)
         if product is None or product.meta["val"].shape[:-1] != sub.meta["val"].shape:
             return False  # what it made, nothing reads: dead code
         re, im = (call_on_fakes(graph, aten.select.int, product, -1, k) for k in (0, 1))
@@ -384,11 +386,18 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     return True
 
 
-def _stacked_alone(re: fx.Node, im: fx.Node) -> bool:
-    """Whether ``re`` and ``im`` are read only by one stack of the two into pairs."""
-    users = list(re.users)
-    return (len(users) == 1 and list(im.users) == users and stacks_pairs(users[0])
-            and users[0].args[0] == [re, im])
+def _wanted_as_pairs(re: fx.Node, im: fx.Node) -> bool:
+    """Whether ``re`` and ``im`` are read only by one stack of the two into pairs, or each only
+    by one of two ops computed alike, at the same position, whose results are in turn wanted
+    as pairs (rule 2 then runs those ops on the pairs)."""
+    if len(re.users) != 1 or len(im.users) != 1:
+        return False
+    (u, v) = (next(iter(re.users)), next(iter(im.users)))
+    if u is v:
+        return stacks_pairs(u) and u.args[0] == [re, im]
+    return (_computed_alike(u, v) and [i for i, a in enumerate(u.args) if a is re] == [i for i, a in enumerate(v.args)
+                                                                                      if a is im] != []
+            and _wanted_as_pairs(u, v))
 
 
 def _product_factors(sub: fx.Node, target: Any) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
@@ -475,6 +484,17 @@ def _small_matrix_product(product: fx.Node) -> bool:
     if not all(isinstance(d, int) for d in (m, k, n)):
         return False  # symbolic sizes: no guard is added for a layout choice
     return k >= PAIRS_GEMM_MIN_INNER and m * n * k < PAIRS_GEMM_INTENSITY * (m * k + k * n + m * n)
+
+
+def _pairs_or_conjugate(re: fx.Node, im: fx.Node) -> tuple[fx.Node | None, bool]:
+    """``(P, False)`` for the parts of pairs ``P``, ``(P, True)`` for those of their conjugate
+    (``im`` is ``neg(select(P, -1, 1))``: a ``conj()`` factor, which the pairs products take as
+    a flag rather than a copy), else ``(None, False)``."""
+    pairs = _pairs_of(re, im)
+    if pairs is None and isinstance(im, fx.Node) and im.target is aten.neg.default and not im.kwargs:
+        pairs = _pairs_of(re, im.args[0])
+        return pairs, pairs is not None
+    return pairs, False
 
 
 def _pairs_of(re: fx.Node, im: fx.Node) -> fx.Node | None:
