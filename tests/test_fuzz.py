@@ -118,6 +118,11 @@ KEEP_OFF = {
     # symbolic ones; dims of one Dim compared before they were known equal), where plain
     # torch.export's program runs (realify/passes/unit_dims.py, realify/export.py _equal_sizes)
     "size_one_of_contractions": False,  # fixed: on
+    # a custom autograd.Function compiled with dynamic=True: realify keeps a graph per size,
+    # the default backend's capture one. Running the Function's forward graph on dynamo's fakes
+    # to read its outputs' metadata (realify/engine/custom_functions.py) adds a guard fixing
+    # the sizes (torch.complex's meta compares its parts' shapes). Found by the long run; open
+    "graphs_of_custom_functions": True,
 }
 
 def _product_bound(bound: float, n: int) -> float:
@@ -1078,6 +1083,8 @@ def _check_graph_count(program: Program, grown: Program, realify_graphs: int) ->
     """No more graphs for the two calls than the default backend's capture and autograd
     (AOTAutograd's eager backend) keep for the same calls: more would mean a rule fixed a
     symbolic size to a number (a recompile per size, and past dynamo's limit an eager run)."""
+    if KEEP_OFF["graphs_of_custom_functions"] and any(".apply(" in line for line in program.lines):
+        return
     torch._dynamo.reset()
     function = program.function()
     baseline = torch.compile(function, backend="aot_eager", fullgraph=True, dynamic=program.dynamic or None)
@@ -1462,3 +1469,17 @@ def test_overflowing_square_is_c99s(fresh_dynamo):
     got = realify.compile(lambda z: z * z, inner="eager", fullgraph=True)(z)
     assert torch.isnan(got.real).all() and (got.imag == INF).all()
     assert torch.isnan((z * z).real).all()  # eager's scalar path agrees
+
+
+@pytest.mark.xfail(strict=True, reason="realify keeps a graph per size for a custom autograd.Function under "
+                                       "dynamic=True: running its forward graph on dynamo's fakes for its outputs' "
+                                       "metadata fixes the sizes (KEEP_OFF['graphs_of_custom_functions'])")
+def test_a_custom_function_under_dynamic_true_keeps_the_default_backends_graph_count(fresh_dynamo):
+    def program(a):
+        return FuzzPassThrough.apply(torch.exp(a))
+
+    compiled = realify.compile(program, inner="eager", dynamic=True, fullgraph=True)
+    for shape in ((2, 3), (4, 6)):
+        a = torch.randn(*shape, dtype=C64, requires_grad=True)
+        torch.testing.assert_close(compiled(a), program(a))
+    assert _graphs_kept(program) == 1  # the default backend's capture keeps one for both sizes
