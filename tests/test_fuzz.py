@@ -120,9 +120,9 @@ KEEP_OFF = {
     "size_one_of_contractions": False,  # fixed: on
     # a custom autograd.Function compiled with dynamic=True: realify keeps a graph per size,
     # the default backend's capture one. Running the Function's forward graph on dynamo's fakes
-    # to read its outputs' metadata (realify/engine/custom_functions.py) adds a guard fixing
-    # the sizes (torch.complex's meta compares its parts' shapes). Found by the long run; open
-    "graphs_of_custom_functions": True,
+    # to read its outputs' metadata (realify/engine/custom_functions.py) ran C++ meta kernels,
+    # which read symbolic sizes as numbers (torch.complex's). Found by the long run
+    "graphs_of_custom_functions": False,  # fixed: on
 }
 
 def _product_bound(bound: float, n: int) -> float:
@@ -1471,9 +1471,6 @@ def test_overflowing_square_is_c99s(fresh_dynamo):
     assert torch.isnan((z * z).real).all()  # eager's scalar path agrees
 
 
-@pytest.mark.xfail(strict=True, reason="realify keeps a graph per size for a custom autograd.Function under "
-                                       "dynamic=True: running its forward graph on dynamo's fakes for its outputs' "
-                                       "metadata fixes the sizes (KEEP_OFF['graphs_of_custom_functions'])")
 def test_a_custom_function_under_dynamic_true_keeps_the_default_backends_graph_count(fresh_dynamo):
     def program(a):
         return FuzzPassThrough.apply(torch.exp(a))

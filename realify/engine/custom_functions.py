@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._higher_order_ops.utils import unique_graph_id
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, get_proxy_mode, track_tensor_tree
 from torch.utils._pytree import tree_map, tree_unflatten
@@ -222,7 +223,10 @@ def _decompose_function(decompose: Callable[..., fx.GraphModule], forward: fx.Gr
                                advice="pass tensors and integers (sizes) to the Function; compute other values "
                                       "inside it")
     operands = [_grad_free(x) for x in operands]
-    outputs, saved = (list(values) for values in forward(*operands))  # fakes: only their metadata is read
+    # dynamo's fakes, run with the Python dispatcher: C++ meta kernels (torch.complex's) read
+    # symbolic sizes as numbers, fixing them
+    with enable_python_dispatcher():
+        outputs, saved = (list(values) for values in forward(*operands))  # only their metadata is read
     real_forward = decompose(forward, operands, inputs="interleaved", outputs="interleaved")
     _refuse_writes(real_forward, where)
     _structure(real_forward)
