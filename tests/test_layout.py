@@ -289,6 +289,13 @@ def test_fft_wanted_as_pairs_computes_pairs():
     c2c = realify.decompose(lambda z: torch.fft.fft2(z).transpose(0, 1), [torch.randn(4, 5, dtype=torch.complex64)],
                             inputs="interleaved", outputs="interleaved")
     assert "realify.fft_c2c_pairs.default" in _targets(c2c) and "aten.stack.default" not in _targets(c2c)
+    # through ops computed alike on both parts (rule 2 runs them on the pairs): pairs too
+    z = torch.randn(4, 5, dtype=torch.complex64)
+    scaled = realify.decompose(lambda z: torch.fft.fft(z) * 0.5 - z, [z], inputs="interleaved", outputs="interleaved")
+    assert {"realify.fft_c2c_pairs.default"} <= _targets(scaled), scaled.code
+    assert "aten.stack.default" not in _targets(scaled) and "realify.fft_c2c.default" not in _targets(scaled)
+    torch.testing.assert_close(torch.view_as_complex(scaled(torch.view_as_real(z))[0]), torch.fft.fft(z) * 0.5 - z,
+                               rtol=0, atol=0)
 
 
 def _modes_mixed(x, w):
@@ -843,6 +850,12 @@ def _partwise_difference(m: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     return torch.complex(m.real - a.real, m.imag - a.imag)
 
 
+def _product_scaled_apart(a, b):
+    # the parts take different scales: the same op, but not computed alike (rule 2 declines)
+    p = a * b
+    return torch.complex(p.real * 2, p.imag * 3)
+
+
 _PRODUCTS_OF_INPUTS = {
     # program, its reference, whether its product runs on the pairs
     "returned": (lambda a, b: a * b, None, True),
@@ -850,6 +863,7 @@ _PRODUCTS_OF_INPUTS = {
     # the difference runs on the pairs too
     "then-added-alike": (lambda a, b: a * b - a, lambda a, b: _partwise_difference(a * b, a), True),
     "then-a-real-added": (lambda a, b: a * b + 1, None, False),  # re + 1, im: not alike, stays planar
+    "parts-scaled-apart": (_product_scaled_apart, None, False),
 }
 
 

@@ -58,10 +58,11 @@ something, since rule 3 can make an earlier FFT's result wanted only as pairs):
    Tagged products (complex autocast) stay planar: they run in lower precision.
 
 4. **An FFT whose result is only wanted as pairs computes the pairs**: where every use of
-   the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them) ends
-   in a stack back into pairs or a copy into a part of pairs, the FFT becomes its ``*_pairs``
-   variant, which returns the FFT library's own interleaved result: no split into planes and
-   back. Rules 1 and 2 then carry the views, rolls (``fftshift``) and stacks over to the pairs.
+   the planar parts of ``realify::fft_c2c``/``fft_r2c`` (through views and rolls on them, and
+   ops computed alike on both) ends in a stack back into pairs or a copy into the parts of
+   pairs, the FFT becomes its ``*_pairs`` variant, which returns the FFT library's own
+   interleaved result: no split into planes and back. Rules 1 and 2 then carry the views,
+   rolls (``fftshift``), ops and stacks over to the pairs.
    A spectrum that leaves the graph (at a graph break, or as an output) costs no copy.
 
 Rules 1, 2 and 4 change no value and no layout a caller can see (the graph's outputs are laid out
@@ -257,8 +258,12 @@ def _part_of_shared(graph: fx.Graph, node: fx.Node, views: dict, k: int, op: Any
 def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
     if not stacks_pairs(node):
         return False
+    last_before = node.prev  # what the rewrites below make, they insert before the stack
     pairs = _pairs_of(*node.args[0]) or _filled_pairs(graph, node) or _alike_on_pairs(graph, node, *node.args[0])
     if pairs is None or not same_shape(pairs.meta["val"], node.meta["val"]):
+        # a lift declined partway leaves nothing behind (the next walk would see it again)
+        while node.prev is not last_before:
+            graph.erase_node(node.prev)
         return False
     node.replace_all_uses_with(pairs)
     return True
@@ -366,7 +371,7 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
         return False
     if target is aten.mul.Tensor:
         pairs_op = torch.ops.realify.cmul_pairs.default
-        if not (any(p is not None and _root(p) not in boundary for p in (a, b)) or _wanted_as_pairs(sub, add)):
+        if not (any(p is not None and _root(p) not in boundary for p in (a, b)) or _only_as_pairs(sub, add)):
             return False
     else:
         pairs_op = torch.ops.realify.cmm_pairs.default
@@ -384,20 +389,6 @@ def _product_on_pairs(graph: fx.Graph, sub: fx.Node, boundary: frozenset[fx.Node
     sub.replace_all_uses_with(re)
     add.replace_all_uses_with(im)
     return True
-
-
-def _wanted_as_pairs(re: fx.Node, im: fx.Node) -> bool:
-    """Whether ``re`` and ``im`` are read only by one stack of the two into pairs, or each only
-    by one of two ops computed alike, at the same position, whose results are in turn wanted
-    as pairs (rule 2 then runs those ops on the pairs)."""
-    if len(re.users) != 1 or len(im.users) != 1:
-        return False
-    (u, v) = (next(iter(re.users)), next(iter(im.users)))
-    if u is v:
-        return stacks_pairs(u) and u.args[0] == [re, im]
-    return (_computed_alike(u, v) and [i for i, a in enumerate(u.args) if a is re] == [i for i, a in enumerate(v.args)
-                                                                                      if a is im] != []
-            and _wanted_as_pairs(u, v))
 
 
 def _product_factors(sub: fx.Node, target: Any) -> tuple[tuple[fx.Node, ...], fx.Node] | None:
@@ -522,7 +513,9 @@ _FFT_PAIRS = {
 
 def _fft_as_pairs(graph: fx.Graph, fft: fx.Node) -> bool:
     parts = list(fft.users)
-    if not parts or fft.kwargs or not all(p.target is operator.getitem for p in parts) or not _only_restacked(parts):
+    if fft.kwargs or sorted(p.args[1] if p.target is operator.getitem else None for p in parts) != [0, 1]:
+        return False
+    if not _only_as_pairs(*sorted(parts, key=lambda p: p.args[1])):
         return False
     with graph.inserting_before(fft):
         pairs = call_on_fakes(graph, _FFT_PAIRS[fft.target], *fft.args)
@@ -536,30 +529,6 @@ def _fft_as_pairs(graph: fx.Graph, fft: fx.Node) -> bool:
     return True
 
 
-def _only_restacked(parts: list[fx.Node]) -> bool:
-    """Whether every use of ``parts``, through views and rolls of them, puts them back into
-    pairs: a stack of two values into pairs that something reads as pairs (a part of the
-    stack read back is a part again, followed in turn), or a copy into a part of pairs (an
-    output written with eager's strides, realify/runtime/boundary.py ``leave``)."""
-    todo, read_as_pairs = list(parts), False
-    while todo:
-        node = todo.pop()
-        for user in node.users:
-            if _moves_parts(user) and user.args[0] is node:
-                todo.append(user)
-            elif user.target is aten.copy_.default and user.args[1] is node and pair_part(user.args[0]) is not None:
-                read_as_pairs = True
-            elif not stacks_pairs(user):
-                return False
-            else:
-                for reader in user.users:
-                    if pair_part(reader) is not None and reader.args[0] is user:
-                        todo.append(reader)
-                    else:
-                        read_as_pairs = True
-    return read_as_pairs
-
-
 def stacks_pairs(node: fx.Node) -> bool:
     """``stack([re, im], -1)``: two values into pairs."""
     if node.target is not aten.stack.default or len(node.args[0]) != 2:
@@ -567,6 +536,83 @@ def stacks_pairs(node: fx.Node) -> bool:
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     out = node.meta.get("val")
     return isinstance(out, torch.Tensor) and _dim(dim, out.dim()) == out.dim() - 1
+
+
+# ---- what rules 2, 3 and 4 ask: are parts only put back into pairs? -----------------------
+
+
+def _only_as_pairs(re: fx.Node, im: fx.Node) -> bool:
+    """Whether the two parts of one complex value are read only to be put back into pairs:
+    followed together through what rules 1 and 2 carry over to pairs (the same element move of
+    each part; the same elementwise op of each part, read by it alone, with operands rule 2
+    takes), they end in a stack of the two into pairs that something reads as pairs (parts of
+    the stack read back are followed again), or in copies into the two parts of one output's
+    pairs (realify/runtime/boundary.py ``leave``)."""
+    todo, read_as_pairs = [(re, im)], False
+    while todo:
+        u, v = todo.pop()
+        mates = {}
+        for x in u.users:
+            y = _mate(x, u, v)
+            if y is None or y in mates:
+                return False
+            mates[y] = x
+        if set(mates) != set(v.users):
+            return False
+        for y, x in mates.items():
+            if x is y:
+                read_back = _parts_read_back(x)
+                if read_back is None:
+                    return False
+                todo.extend(read_back[0])
+                read_as_pairs |= read_back[1]
+            elif x.target is aten.copy_.default:
+                read_as_pairs = True
+            else:
+                todo.append((x, y))
+    return read_as_pairs
+
+
+def _mate(x: fx.Node, u: fx.Node, v: fx.Node) -> fx.Node | None:
+    """The reader of part ``v`` that does to it what ``x`` does to part ``u`` (``x`` itself for
+    the stack of the two), where ``x`` is one of the readers :func:`_only_as_pairs` follows."""
+    if stacks_pairs(x):
+        return x if x.args[0] == [u, v] else None
+    if x.target is aten.copy_.default:
+        into = pair_part(x.args[0])
+        return next((y for y in v.users if into is not None and into[1] == 0 and x.args[1] is u
+                     and y.target is aten.copy_.default and y.args[1] is v
+                     and pair_part(y.args[0]) == (into[0], 1)), None)
+    if _moves_parts(x) and x.args[0] is u:
+        return next((y for y in v.users if y.target is x.target and y.args[0] is v and y.args[1:] == x.args[1:]
+                     and y.kwargs == x.kwargs and _moves_parts(y)), None)
+    if len(u.users) != 1 or len(v.users) != 1:
+        return None  # rule 2 lifts parts read by the alike op alone
+    y = next(iter(v.users))
+    positions = [i for i, a in enumerate(x.args) if a is u]
+    if not (_computed_alike(x, y) and positions and positions == [i for i, a in enumerate(y.args) if a is v]):
+        return None
+    others = [(a, b) for i, (a, b) in enumerate(zip(x.args, y.args)) if i not in positions]
+    return y if all(_one_value(a, b) or _pairs_of(a, b) is not None or _computed_alike(a, b)
+                    for a, b in others) else None
+
+
+def _parts_read_back(stack: fx.Node) -> tuple[list[tuple[fx.Node, fx.Node]], bool] | None:
+    """The two parts of ``stack`` read back (``select(stack, -1, k)``), as a list of one pair or
+    none, and whether anything reads ``stack`` as pairs; None where only one part is read back."""
+    parts: dict[int, list[fx.Node]] = {}
+    read_as_pairs = False
+    for reader in stack.users:
+        part = pair_part(reader)
+        if part is not None and reader.args[0] is stack:
+            parts.setdefault(part[1], []).append(reader)
+        else:
+            read_as_pairs = True
+    if not parts:
+        return [], read_as_pairs
+    if sorted(parts) != [0, 1] or len(parts[0]) != 1 or len(parts[1]) != 1:
+        return None
+    return [(parts[0][0], parts[1][0])], read_as_pairs
 
 
 # ---- shared ------------------------------------------------------------------------------------
