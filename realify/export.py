@@ -721,11 +721,19 @@ def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any], hint: bool) -
     bounds = ep.range_constraints.get(expr)
     lower = (_finite(bounds.lower) if bounds is not None else None) or 0
     upper = _finite(bounds.upper) if bounds is not None else None
-    if not expr.is_Symbol:
-        # a derived size (n * n * m): found dynamic, within the complex program's range (the
-        # default range, from 2, would make the product's from 2 ** factors); _RealProgram.run
-        # states what it equals
+    if not expr.is_Symbol and hint:
         return Dim.AUTO(min=lower, max=upper)
+    if not expr.is_Symbol:
+        # a derived size (n * n * m): a Dim of its own, with the complex program's range for
+        # it. Dim.AUTO(min=...) is not enough: the trace states the derived size's range from
+        # its factors' default ranges, from 2 (the product's from 2 ** factors), and the program
+        # would refuse sizes the complex one takes (tensorinv's n * n * m = 1). _RealProgram.run
+        # states what it equals
+        key = str(expr)
+        if key not in dims:
+            dims[key] = Dim(f"derived_{len(dims)}", min=lower, max=upper) if upper is not None else Dim(
+                f"derived_{len(dims)}", min=lower)
+        return dims[key]
     name = str(expr)
     if name not in dims:
         if hint:

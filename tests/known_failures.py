@@ -158,11 +158,6 @@ SIZES: dict[str, dict[str, str]] = {
         "resize_": "resize_ of an input with symbolic sizes: torch's functionalization of resize_ calls "
                    "storage_offset() of a symbolic tensor, and plain torch.export's run_decompositions() raises "
                    "the same error on this program (docs/limits.md)",
-        "linalg.tensorinv": (
-            "exported with dims from 1 up, realify's program checks at run time that its input's size "
-            "n2 * n2 * n3 (a size the program derives from others') is at least 8, where plain torch.export's "
-            "program takes 1: torch.export's non-strict trace of the real program creates every input size "
-            "from 2, so the derived size's range becomes the product's from 2 * 2 * 2"),
     },
     # the export front end's ONNX Runtime run (every sixteenth entry; none in the compatibility run)
     "onnx": {},
