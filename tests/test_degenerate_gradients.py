@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 from test_gradients import FRONT_ENDS, _assert_matches, _eager, _gradients, _weights
+from torch.utils._pytree import tree_leaves
 
 import realify
 
@@ -27,7 +28,9 @@ ROWS = [
 ]
 
 NORM_ORDS = [2, 1, inf, -inf, 0, 3, 0.5]
-CORRECTIONS = [0, 1, 4]  # 4 = the row's length: a zero denominator
+# 4 = the row's length: a zero denominator; 5 past it: a negative one; 2.5 a fractional one
+CORRECTIONS = [0, 1, 2.5, 4, 5]
+DIST_ORDS = [2, 1, inf, 0.5]
 
 
 def _reductions() -> dict:
@@ -42,14 +45,18 @@ def _reductions() -> dict:
         "sgn": lambda z: z.sgn(),
         "norm": lambda z: torch.norm(z, dim=-1),
         "logsumexp": lambda z: torch.logsumexp(z, -1),
+        "logcumsumexp": lambda z: torch.logcumsumexp(z, -1),
+        "trace": lambda z: torch.trace(z[:4]),
     }
     for c in CORRECTIONS:
         functions[f"var-c{c}"] = lambda z, c=c: z.var(-1, correction=c)
         functions[f"std-c{c}"] = lambda z, c=c: z.std(-1, correction=c)
-        functions[f"var_mean-c{c}"] = lambda z, c=c: torch.var_mean(z, -1, correction=c)[0]
-        functions[f"std_mean-c{c}"] = lambda z, c=c: torch.std_mean(z, -1, correction=c)[0]
+        functions[f"var_mean-c{c}"] = lambda z, c=c: torch.var_mean(z, -1, correction=c)
+        functions[f"std_mean-c{c}"] = lambda z, c=c: torch.std_mean(z, -1, correction=c)
     for p in NORM_ORDS:
         functions[f"vector_norm-{p}"] = lambda z, p=p: torch.linalg.vector_norm(z, p, dim=-1)
+    for p in DIST_ORDS:  # each row's distance from its first element: 0 for a constant or zero row
+        functions[f"dist-{p}"] = lambda z, p=p: torch.stack([torch.dist(row, row[:1], p) for row in z])
     return functions
 
 
@@ -66,8 +73,8 @@ INPUTS = {
 def _program(layout: str):
     names = list(REDUCTIONS)
 
-    def program(*inputs):
-        return tuple(REDUCTIONS[n](INPUTS[layout](z)) for n, z in zip(names, inputs))
+    def program(*inputs):  # var_mean and std_mean: both results
+        return tuple(tree_leaves([REDUCTIONS[n](INPUTS[layout](z)) for n, z in zip(names, inputs)]))
 
     return program
 

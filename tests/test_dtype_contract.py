@@ -5,8 +5,8 @@ complex of every width, integer, boolean, a Python complex number, a 0-d tensor;
 realify/tools/dtype_mix.py). The outcome of every call is eager's: a value of eager's dtype,
 shape and values, or an exception of eager's type. The eager ComplexTensor front end runs the
 whole matrix; the compile backend and realify.export, which reach the same check through the
-same rule entry (apply_checked), run every construct and a stride of the OpInfo entries (a
-compile per call). Where torch.compile's default backend differs from eager the same way (its
+same rule entry (apply_checked), run every construct and alternate strides of the OpInfo
+entries (a compile per call). Where torch.compile's default backend differs from eager the same way (its
 own checks, before any backend), the outcome is that shared limitation (docs/limits.md).
 """
 
@@ -26,6 +26,8 @@ COMPAT = bool(os.environ.get("REALIFY_COMPAT_RUN"))
 # operand kinds for the front ends that compile per call: a real, a wider complex, an integer
 # operand, a Python number and a 0-d tensor (each a different path through the check)
 COMPILED_KINDS = ("float32", "complex128", "int64", "python complex", "0-d complex64")
+# the other kinds, one per construct in turn (each a compile per operand position)
+ROTATED_KINDS = tuple(k for k in dtype_mix.KINDS if k not in COMPILED_KINDS and k != "complex64")
 # OpInfo entries under the compile backend: every twelfth (every 24th in the compatibility runs)
 COMPILED_STRIDE = 24 if COMPAT else 12
 
@@ -39,10 +41,14 @@ KNOWN = {
     # NotImplementedError (docs/limits.md)
     "resize_as_": (("eager", ""),),
 }
+# realify.export takes complex64 and complex128 values only: a complex32 operand is a named
+# RealifyError, every construct alike (docs/export.md)
+KNOWN_EVERY_CASE = (("export", "complex32"),)
 
 
 def _known(case: dtype_mix.Case, front_end: str) -> bool:
-    return any(where in (None, front_end) and marker in str(case) for where, marker in KNOWN.get(case.name, ()))
+    return any(where in (None, front_end) and marker in str(case)
+               for where, marker in (*KNOWN.get(case.name, ()), *KNOWN_EVERY_CASE))
 
 
 def _check_all(cases, front_end: str, shared_allowed: bool = True) -> None:
@@ -72,6 +78,17 @@ def test_constructs_eager_front_end(name):
 @pytest.mark.parametrize("name", list(dtype_mix.CONSTRUCTS))
 def test_constructs_compiled(name, front_end, fresh_dynamo):
     _check_all(dtype_mix.construct_cases_of(name, COMPILED_KINDS), front_end,
+               shared_allowed=name not in dtype_mix.IN_PLACE_ARITHMETIC)
+
+
+@pytest.mark.parametrize("front_end", ["compile", "export"])
+@pytest.mark.parametrize("name", list(dtype_mix.CONSTRUCTS))
+def test_constructs_compiled_at_the_other_kinds(name, front_end, fresh_dynamo):
+    """float64, complex32 and bool operands through the front ends that compile: one kind per
+    construct, rotating over the constructs (all three for each construct would be three
+    times the compiles of COMPILED_KINDS' test for three more paths through one check)."""
+    kind = ROTATED_KINDS[list(dtype_mix.CONSTRUCTS).index(name) % len(ROTATED_KINDS)]
+    _check_all(dtype_mix.construct_cases_of(name, (kind,)), front_end,
                shared_allowed=name not in dtype_mix.IN_PLACE_ARITHMETIC)
 
 
@@ -144,6 +161,13 @@ def test_opinfo_entries_compiled(op, fresh_dynamo):
     _check_all(dtype_mix.opinfo_cases(op, COMPILED_KINDS), "compile")
 
 
+# realify.export on the entries between the compile backend's (an export per call)
+@pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op))
+                                for op in dtype_mix.opinfo_entries()[COMPILED_STRIDE // 2::COMPILED_STRIDE]])
+def test_opinfo_entries_exported(op, fresh_dynamo):
+    _check_all(dtype_mix.opinfo_cases(op, COMPILED_KINDS), "export")
+
+
 # OpInfo's error inputs, their floating tensors made complex: the exception type eager raises
 @pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op)) for op in dtype_mix.error_entries()])
 def test_error_inputs_eager_front_end(op):
@@ -153,12 +177,19 @@ def test_error_inputs_eager_front_end(op):
     _check_all(cases, "eager")
 
 
-@pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op)) for op in dtype_mix.error_entries()[::COMPILED_STRIDE]])
-def test_error_inputs_compiled(op, fresh_dynamo):
+def _error_entries(start: int) -> list:
+    return [pytest.param(op, id=op_id(op)) for op in dtype_mix.error_entries()[start::COMPILED_STRIDE]]
+
+
+# the compile backend and realify.export on alternate strides of the entries
+@pytest.mark.parametrize("front_end, op", [
+    *(pytest.param("compile", *p.values, id=f"compile-{p.id}") for p in _error_entries(0)),
+    *(pytest.param("export", *p.values, id=f"export-{p.id}") for p in _error_entries(COMPILED_STRIDE // 2))])
+def test_error_inputs_compiled(front_end, op, fresh_dynamo):
     cases = dtype_mix.error_cases(op)
     if not cases:
         pytest.skip(f"eager accepts every error input of {op_id(op)} once its tensors are complex")
-    _check_all(cases, "compile")
+    _check_all(cases, front_end)
 
 
 def test_a_refusal_names_the_users_line(fresh_dynamo):

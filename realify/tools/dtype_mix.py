@@ -254,9 +254,11 @@ BASELINES: dict[str, Callable[[Case], Any]] = {"compile": _default_backend, "exp
 
 
 def check(case: Case, front_end: str) -> tuple[str, str | None]:
-    """("same", None) where ``front_end`` does what eager does with ``case``; ("shared", what)
-    where it differs as torch's own front end (:data:`BASELINES`) differs, a limitation of
-    torch's tracing shared by realify; else ("differs", what)."""
+    """("same", None) where ``front_end`` does what eager does with ``case``; where it differs
+    as torch's own front end (:data:`BASELINES`) differs, a limitation of torch's tracing
+    shared by realify, ("shared refusal", what) where eager and both front ends raise (another
+    exception type than eager's: dynamo's fake-tensor checks run before any backend) and
+    ("shared", what) where they compute a value eager refuses; else ("differs", what)."""
     expected = outcome(lambda: case.program(*case.operands))
     actual = outcome(lambda: FRONT_ENDS[front_end](case))
     difference = _difference(case, expected, actual)
@@ -264,7 +266,8 @@ def check(case: Case, front_end: str) -> tuple[str, str | None]:
         return "same", None
     baseline = BASELINES.get(front_end)
     if baseline is not None and _difference(case, outcome(lambda: baseline(case)), actual) is None:
-        return "shared", difference
+        refused = expected.error is not None and actual.error is not None
+        return ("shared refusal" if refused else "shared"), difference
     return "differs", f"{difference} (realify's {front_end} front end)"
 
 
