@@ -44,7 +44,7 @@ from torch.utils._pytree import (
 from torch.utils._sympy.numbers import int_oo
 
 from .adapter import ArgumentName
-from .engine.decompose import RECURRENT_FORMS, decompose
+from .engine.decompose import EXPORT_FORMS, decompose
 from .engine.dynamo_graph import source_line
 from .engine.size_conditions import SizeConditions
 from .errors import ComplexLeakError, MissingRuleError, RealifyError
@@ -191,7 +191,7 @@ def export(
         # standard ops only (no pair_products): no realify::cmul_pairs, which other runtimes would not know
         with SizeConditions(trace_inputs) as conditions, contract_checked_before():
             real_gm = decompose(gm, trace_inputs, inputs="interleaved", outputs="interleaved",
-                                decompositions=RECURRENT_FORMS)
+                                decompositions=EXPORT_FORMS)
     except MissingRuleError as err:
         raise _for_export(err) from None
     conditions.refuse(complex_ep, _constraint_violation)

@@ -55,9 +55,9 @@ def fresh_dynamo():
 # (its passes, lowerings, islands, signed zeros) on small programs. The default pin runs all.
 COMPAT_RUN_MODULES = {
     "test_aliasing", "test_autograd_semantics", "test_autocast", "test_backend", "test_centered_fft", "test_core",
-    "test_eigen", "test_errors", "test_export", "test_factorizations", "test_fuzz", "test_gradients", "test_islands",
-    "test_jacobi", "test_layout", "test_lu", "test_opinfo", "test_pooling", "test_products", "test_special_products",
-    "test_spectral", "test_symbolic_sizes",
+    "test_dynamic", "test_eigen", "test_errors", "test_export", "test_factorizations", "test_fuzz", "test_gradients",
+    "test_islands", "test_jacobi", "test_layout", "test_lu", "test_opinfo", "test_pooling", "test_products",
+    "test_special_products", "test_spectral", "test_symbolic_sizes",
 }
 COMPAT_RUN_TESTS = {
     # the Inductor signed-zero and special-value table, complex64 (found 2.15's x + 0 folding)

@@ -17,6 +17,11 @@ torch's module database (``torch.testing._internal.common_modules.module_db``, a
 Float32 values, with torch.testing's default float32 tolerances. An entry realify fails is a
 failure (known ones: strict xfails, KNOWN below, with the reason).
 
+Every real op of its op database goes the same way alone (``test_real_op_passes_through_untouched``):
+the OpInfo entry's first float32 sample called as a module of the sample's tensors; an entry
+whose torch.export program makes complex values inside (``irfftn`` of a real input) is complex
+code, skipped with that reason.
+
 An entry takes about 5 seconds alone and 5 beside a complex value (two ONNX exports each; the
 transformers up to 20), the whole table about 20 minutes on two cores: it runs with ``-m slow``.
 The default suite runs every STRIDE-th entry, both ways: the table lists modules by family, so
@@ -31,9 +36,11 @@ import functools
 
 import pytest
 import torch
+from torch.utils._pytree import tree_leaves
 
 import realify
 from realify.onnx import to_onnx
+from realify.tools.opinfo import op_id
 from realify.tools.real_modules import (
     SIDE_VALUE,
     ComplexSide,
@@ -41,9 +48,11 @@ from realify.tools.real_modules import (
     ReferenceFailure,
     beside_complex,
     core_aten_ops,
+    first_op_case,
     op_differences,
     plain_reference,
     real_modules,
+    real_ops,
     run_onnx,
 )
 
@@ -62,13 +71,7 @@ STRIDE = 12
 # Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real module:
 # module name -> why. Strict xfails: an entry that starts to pass fails
 # until it is removed here.
-KNOWN = {
-    "nn.BCEWithLogitsLoss": (
-        "realify.export's program does not hold aten.binary_cross_entropy_with_logits, which torch.export keeps: "
-        "torch.func.functionalize, which realify's trace runs, traces the op's CompositeExplicitAutograd kernel "
-        "(log(exp(-m) + exp(-x - m)) with m = max(-x, 0)), where core ATen's decomposition is written with "
-        "log1p(exp(-|x|))"),
-}
+KNOWN: dict[str, str] = {}
 
 
 # entries whose ONNX form comes from realify.onnx's own translations (aten._trilinear, which
@@ -110,6 +113,81 @@ def test_real_module_passes_through_untouched(info, beside):
     *outputs, pairs = run_onnx(to_onnx(program), [torch.view_as_real(side), *reference.case.inputs])
     _assert_onnx_values(outputs, reference)
     torch.testing.assert_close(pairs, torch.view_as_real(side * side))
+
+
+# OpInfo entries with float32 samples: every OP_STRIDE-th in the default suite (the op database
+# lists ops alphabetically, so a stride samples unrelated families), all of them with -m slow
+OP_STRIDE = 48
+# Where realify.export or realify.onnx differs from torch.export or torch.onnx on a real op
+KNOWN_OPS: dict[str, str] = {
+    "tensor_split": (
+        "realify's trace reads the split points given as a tensor element by element with select "
+        "(realify/engine/dynamo_graph.py), where torch.export's program slices and squeezes: the same elements"),
+    "logdet": (
+        "realify's trace writes logdet as _linalg_slogdet (its CompositeImplicit kernel), which torch.onnx cannot "
+        "translate for real inputs, where torch.export keeps logdet"),
+    "nn.functional.interpolate.bilinear": (
+        "realify's trace writes a bilinear upsampling as core ATen's index arithmetic (the Python decomposition of "
+        "upsample_bilinear2d.vec), where torch.export keeps upsample_bilinear2d, a core ATen op"),
+    "nn.functional.upsample_bilinear": "as nn.functional.interpolate.bilinear",
+}
+
+
+def _op_params():
+    for index, op in enumerate(real_ops()):
+        name = op_id(op)
+        marks = [] if index % OP_STRIDE == 0 or name in KNOWN_OPS else [pytest.mark.slow]
+        if name in KNOWN_OPS:
+            marks.append(pytest.mark.xfail(reason=KNOWN_OPS[name], strict=True))
+        yield pytest.param(op, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("op", list(_op_params()))
+def test_real_op_passes_through_untouched(op):
+    """Each real op of the op database, its first float32 sample called as a module: torch.export's
+    ops in core ATen, eager's values, and ONNX Runtime's, wherever plain PyTorch exports it."""
+    try:
+        reference = plain_reference(op, make_case=first_op_case)
+    except ReferenceFailure as failure:
+        pytest.skip(f"plain PyTorch does not export {op_id(op)}: {failure}")
+    if reference is None:
+        pytest.skip(f"the op database gives no float32 sample for {op_id(op)}")
+    if _computes_with_complex_values(reference.program):
+        pytest.skip(f"{op_id(op)} of a float32 sample computes with complex values: not real code")
+    if _draws_random_numbers(op) or _writes_inputs(reference.case):
+        pytest.skip(f"{op_id(op)} draws random numbers or writes its inputs: each program of the comparison would "
+                    "run on other values")
+    case = reference.case
+    program = realify.export(case.module, case.args, case.kwargs)
+    _assert_same_ops(program, reference, collections.Counter())
+    torch.testing.assert_close(case.outputs(program.module()), reference.eager, equal_nan=True)
+    _assert_onnx_values(run_onnx(to_onnx(program), case.inputs), reference)
+
+
+def _draws_random_numbers(op) -> bool:
+    """Whether the aten op of the entry's name (or its in-place form) draws random numbers."""
+    packets = [getattr(torch.ops.aten, name, None) for name in (op.name, op.name + "_")]
+    return any(torch.Tag.nondeterministic_seeded in getattr(packet, overload).tags
+               for packet in packets if isinstance(packet, torch._ops.OpOverloadPacket) for overload in packet.overloads())
+
+
+def _writes_inputs(case) -> bool:
+    """Whether the call writes its inputs (native_batch_norm's running statistics in training,
+    which its schema does not declare, so torch.export's program does not say so either)."""
+    before = [x.clone() for x in case.inputs]
+    case.outputs(case.module)
+    return any(not torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(before, case.inputs))
+
+
+def _computes_with_complex_values(program: torch.export.ExportedProgram) -> bool:
+    """Whether plain torch.export's program, in core ATen, makes a complex value
+    (``x.cdouble()``; ``irfftn`` of a real input, which transforms it as complex values)."""
+    try:
+        graph = program.run_decompositions().graph
+    except Exception:  # a data-dependent program core ATen's trace refuses: torch.export's ops
+        graph = program.graph
+    return any(isinstance(v, torch.Tensor) and v.is_complex()
+               for node in graph.nodes for v in tree_leaves(node.meta.get("val")))
 
 
 @functools.cache

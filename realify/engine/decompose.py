@@ -138,7 +138,7 @@ def decompose(
     decompositions : dict, optional
         Op -> function: replaces the nodes of a GraphModule ``program`` that call those ops,
         before the trace reaches their device's kernels (``realify.export`` passes
-        :data:`RECURRENT_FORMS`).
+        :data:`EXPORT_FORMS`).
     check_inputs : bool, default True
         Where complex inputs cross as real pairs ("interleaved" or "planar"), the result names
         an input passed as a complex tensor, or as a real one of the wrong shape, before its
@@ -318,6 +318,13 @@ def _cells(decomposition: Callable) -> Callable:
 RECURRENT_FORMS = {op: _cells(decomposition_table[op])
                    for packet in (aten.lstm, aten.gru, aten.rnn_tanh, aten.rnn_relu)
                    for op in (packet.input, packet.data)}
+# Real ops torch.export keeps whose CompositeExplicitAutograd kernel the functionalizing trace
+# would run instead, as PyTorch's core-ATen decomposition of them: the program then computes
+# what torch.export's program decomposed to core ATen computes (binary_cross_entropy_with_logits'
+# kernel is written with log(exp(-m) + exp(-x - m)), its decomposition with log1p(exp(-|x|)))
+EXPORT_FORMS = {**RECURRENT_FORMS,
+                aten.binary_cross_entropy_with_logits.default:
+                    decomposition_table[aten.binary_cross_entropy_with_logits.default]}
 
 
 def _fake_mode_of(example_inputs: Sequence[Any]) -> FakeTensorMode:

@@ -107,7 +107,7 @@ def copies_to_views(gm: fx.GraphModule, *, keep_copies: bool = False) -> None:
         if node.target in _RESHAPES or (not keep_copies and node.target is aten.view_copy.default):
             node.target = aten.reshape.default
         elif not keep_copies:
-            node.target = _view_variant(node.target) or node.target
+            node.target = view_variant(node.target) or node.target
     gm.recompile()
 
 
@@ -119,7 +119,7 @@ _RESHAPES = {aten.view.default, aten._unsafe_view.default}
 
 
 @functools.cache
-def _view_variant(op: Any) -> OpOverload | None:
+def view_variant(op: Any) -> OpOverload | None:
     """``aten.X_copy.overload`` -> ``aten.X.overload`` where that is a view op, else None."""
     if not isinstance(op, OpOverload) or op.namespace != "aten":
         return None

@@ -1,4 +1,5 @@
 """Real modules of torch's module database (``torch.testing._internal.common_modules.module_db``)
+and real ops of its op database (each OpInfo entry called as a module of its sample's tensors)
 through ``realify.export`` and ``realify.onnx`` beside plain ``torch.export`` and ``torch.onnx``:
 the runners of tests/test_real_modules.py. Needs the test extras (``torch.testing._internal``
 imports ``expecttest``; the models run in ONNX Runtime).
@@ -15,7 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from torch.export import ExportedProgram
 from torch.utils._pytree import tree_leaves
 
 from realify.engine.decompose import RECURRENT_FORMS
+from realify.passes.cleanup import view_variant
 
 
 @functools.cache
@@ -142,13 +144,43 @@ class Reference:
     onnx: list[torch.Tensor]      # plain torch.onnx's model, in ONNX Runtime
 
 
-def plain_reference(info) -> Reference | None:
+def real_ops() -> list:
+    """Every OpInfo entry of torch's op database with float32 samples on CPU (run here in float32)."""
+    from realify.tools.opinfo import op_db
+
+    return [op for op in op_db if torch.float32 in op.supported_dtypes("cpu")]
+
+
+class OpCall(torch.nn.Module):
+    """An OpInfo entry called as a sample says, as a module of the sample's tensors."""
+
+    def __init__(self, program: Callable):
+        super().__init__()
+        self.program = program
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        return self.program(*tensors)
+
+
+def first_op_case(op) -> ModuleCase | None:
+    """The entry's first float32 sample on CPU as a module call (None where it has none)."""
+    from realify.tools.opinfo import sample_program, samples
+
+    found = samples(op, torch.float32)
+    if not found:
+        return None
+    tensors, program = sample_program(op, found[0])
+    return ModuleCase(OpCall(program), tuple(tensors), {})
+
+
+def plain_reference(info, make_case: Callable[[Any], ModuleCase | None] = first_case) -> Reference | None:
     """Eager's outputs, plain torch.export's program and plain torch.onnx's outputs for the
-    entry's first sample (None where it has no sample). Raises :class:`ReferenceFailure` naming
-    the first stage that fails, or where plain torch.export's program does not give eager's
-    values (a module that draws random numbers)."""
+    entry's first sample (``make_case``: a ModuleInfo's by default, :func:`first_op_case` for an
+    OpInfo; None where it has no sample). Raises :class:`ReferenceFailure` naming the first
+    stage that fails, or where plain torch.export's program does not give eager's values (a
+    module that draws random numbers)."""
     with stage("eager"):
-        case = first_case(info)
+        case = make_case(info)
         if case is None:
             return None
         # before any export: a lazy module (LazyConv2d) makes its parameters on its first call
@@ -183,15 +215,33 @@ def core_aten_ops(program: ExportedProgram) -> collections.Counter[str]:
     realify.export's recurrent forms (tests/test_real_modules.py says why this is the measure).
 
     Not counted: ``operator.getitem`` (picking an output of a multi-output op, which dead-code
-    elimination drops or keeps) and ``aten.clone`` (a copy: functionalization, which realify's
-    trace runs, replays a view's ``.contiguous()`` on each of its uses, where torch.export copies
-    once before them; the values are the same)."""
+    elimination drops or keeps), ``aten.clone`` and ``aten.copy`` (copies: functionalization,
+    which realify's trace runs, replays a view's ``.contiguous()`` on each of its uses, where
+    torch.export copies once before them; the values are the same), ``aten.alias`` (a view of
+    the whole tensor) and ``aten._assert_tensor_metadata`` (a check of
+    a ``.to()`` call's input, not a computation: realify.export drops those, which assert the
+    complex program's dtypes). A view's copy (``as_strided_copy``, which realify's graph keeps
+    where it reads storage) counts as the view."""
     table = torch.export.default_decompositions()
     for op, form in RECURRENT_FORMS.items():
         table[op] = form  # the documented way to change an entry of this table
+    for op in _UPSAMPLE_LISTS:
+        table.pop(op, None)
     graph = program.run_decompositions(table).graph
-    return collections.Counter(str(node.target) for node in graph.nodes if node.op == "call_function"
-                               and node.target not in (operator.getitem, torch.ops.aten.clone.default))
+    uncounted = (operator.getitem, torch.ops.aten.clone.default, torch.ops.aten.copy.default,
+                 torch.ops.aten.alias.default, torch.ops.aten._assert_tensor_metadata.default)
+    return collections.Counter(str(_UPSAMPLE_LISTS.get(node.target) or view_variant(node.target) or node.target)
+                               for node in graph.nodes if node.op == "call_function" and node.target not in uncounted)
+
+
+# A nearest upsampling's ``.vec`` overload (output size or scales as lists) traces to its
+# ``.default`` overload, one op that core ATen keeps; core ATen writes ``.vec`` itself in index
+# arithmetic. Counted as that one op either way. (The interpolating ones trace to core ATen's
+# own arithmetic.)
+_UPSAMPLE_LISTS = {getattr(torch.ops.aten, name).vec: getattr(torch.ops.aten, name).default
+                   for name in ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+                                "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d")
+                   if hasattr(torch.ops.aten, name) and "vec" in getattr(torch.ops.aten, name).overloads()}
 
 
 def op_differences(realify_ops: collections.Counter, plain_ops: collections.Counter) -> dict[str, tuple[int, int]]:
