@@ -168,7 +168,8 @@ def _draws_random_numbers(op) -> bool:
     """Whether the aten op of the entry's name (or its in-place form) draws random numbers."""
     packets = [getattr(torch.ops.aten, name, None) for name in (op.name, op.name + "_")]
     return any(torch.Tag.nondeterministic_seeded in getattr(packet, overload).tags
-               for packet in packets if isinstance(packet, torch._ops.OpOverloadPacket) for overload in packet.overloads())
+               for packet in packets if isinstance(packet, torch._ops.OpOverloadPacket)
+               for overload in packet.overloads())
 
 
 def _writes_inputs(case) -> bool:
