@@ -1284,9 +1284,22 @@ def check_export(program: Program) -> str:
     for call in calls:
         _check_call(call, run)
         if session is not None and not _changes_rank_in_onnx(program, call):
+            outputs = run_session(session, ep, call.make_inputs()[0])
+            if normwise and not _finite_inputs(call):
+                # a transform of a NaN or an infinity: which outputs it reaches is the FFT
+                # algorithm's (ONNX Runtime's DFT spreads a NaN over the whole transform, eager's
+                # butterflies keep some parts finite; docs/limits.md): the model runs, at eager's shapes
+                eager = [x for x in tree_leaves(_run_eager(call, call.dtype, False)[2]) if isinstance(x, torch.Tensor)]
+                assert [tuple(o.shape) for o in outputs] == [tuple(e.shape) for e in eager]
+                continue
             eagers = [_run_eager(call, dtype, False)[2] for dtype in (call.dtype, C64, C128)]
-            _check_outputs(call, run_session(session, ep, call.make_inputs()[0]), eagers, normwise)
+            _check_outputs(call, outputs, eagers, normwise)
     return f"{outcome} at {len(calls)} sizes"
+
+
+def _finite_inputs(call: Program) -> bool:
+    return all(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all()
+               for x in call.make_inputs()[0] if isinstance(x, torch.Tensor))
 
 
 def _changes_rank_in_onnx(program: Program, call: Program) -> bool:

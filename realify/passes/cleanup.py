@@ -135,9 +135,22 @@ def view_variant(op: Any) -> OpOverload | None:
 
 
 def keep_unread(node: fx.Node) -> bool:
-    """Whether a node stays in the graph although nothing reads it: anything but a pure aten
-    op (FX counts random ops as impure; custom ops such as eager islands are kept too)."""
-    return node.is_impure() or not isinstance(node.target, OpOverload) or node.target.namespace != "aten"
+    """Whether a node stays in the graph although nothing reads it: anything but a pure aten op
+    or one of realify's own pure ops (FX counts random ops as impure; custom ops are kept, and
+    realify's that run a user's code: eager islands, custom autograd.Functions). A dead
+    realify op would be a dead computation in every graph after it, and in ONNX a form for
+    one size (a scan's rounds) of a value nothing reads."""
+    target = node.target
+    if target is operator.getitem:  # an output of a multi-output op: kept where the op must be
+        return keep_unread(node.args[0]) if isinstance(node.args[0], fx.Node) else False
+    if node.is_impure() or not isinstance(target, OpOverload):
+        return True
+    if target.namespace == "realify":
+        return target._opname in _USER_CODE
+    return target.namespace != "aten"
+
+
+_USER_CODE = {"eager_island", "eager_island_backward", "custom_function"}
 
 
 def strip_fusion_barriers(gm: fx.GraphModule) -> None:
