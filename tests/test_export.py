@@ -455,6 +455,25 @@ class _MatrixExp(torch.nn.Module):
         return torch.linalg.matrix_exp(a * 1j)
 
 
+def test_an_unread_value_leaves_no_form_in_onnx():
+    """A value the program computes and never reads (a logcumsumexp, whose ONNX form is a scan of
+    log2(n) rounds) leaves the exported program: its form, written for the example's size, made
+    the ONNX model's other ops take that size (an Expand failed at every other one; found by the
+    fuzzer)."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def program(a):
+        unread = torch.logcumsumexp(torch.sqrt(a), dim=-1)  # noqa: F841
+        return a.unsqueeze(0).expand(2, *a.shape).sum(dim=-2, keepdim=True)
+
+    ep = realify.export(program, (torch.randn(3, dtype=torch.complex64),), dynamic_shapes=({0: Dim.AUTO},))
+    assert not [n for n in ep.graph.nodes if n.op == "call_function" and "pointwise" in str(n.target)]
+    session = onnx_session(ep)
+    for n in (3, 2, 5, 9):
+        a = torch.randn(n, dtype=torch.complex64)
+        torch.testing.assert_close(run_session(session, ep, [a])[0], program(a), rtol=1e-5, atol=1e-5)
+
+
 def test_matrix_exp_has_no_onnx_form_and_says_so():
     """The program exports with eager's values; realify.onnx names the op (torch.onnx has no
     matrix exponential, real or complex) rather than failing inside torch.onnx."""
