@@ -6,13 +6,13 @@ cat/stack, where/masked_fill, index_select, masked_select (a size read from data
 view_as_real/view_as_complex round trips, in-place ops, complex Python scalars, autograd
 constructs, and an op of the user's own with no rule, an eager island) and its inputs
 (complex64/complex128, 0-dim, empty, broadcast, non-contiguous, conj views, aliased and
-overlapping arguments; values mixing 0, -0, +-inf, nan, 1e30, 1e-40 and exact axis points).
+overlapping arguments; values mixing 0, -0, +-inf, nan, 1e30, a subnormal and exact axis points).
 The program runs through ``realify.compile`` and eagerly; outputs, inputs after the call and
-gradients are compared (:func:`check_program`). About half the programs are then called again
-through the same compiled function at inputs grown to twice each size of 2 or more, which
-automatic dynamic shapes recompile with symbolic sizes, and compared again; realify then
-keeps no more graphs for the two calls than the default backend's capture does for the same
-calls (:func:`_check_graph_count`). A failing example
+gradients are compared (:func:`check_program`). About half the programs are then called twice
+more through the same compiled function, at inputs grown to twice each size of 2 or more
+(automatic dynamic shapes recompile with symbolic sizes) and then each such size plus one (that
+graph must serve), and compared again; realify then keeps no more graphs for the three calls
+than the default backend's capture does for the same calls (:func:`_check_graph_count`). A failing example
 prints as the Python program and the inputs that reproduce it (``Program.__repr__``), shrunk by hypothesis.
 
 Export is the other front end, and its sizes are the user's to choose: a program exported once
@@ -170,7 +170,11 @@ AUTOGRAD_NAMES = {"FuzzScaled": FuzzScaled, "FuzzPassThrough": FuzzPassThrough, 
 # which the fuzzer's fullgraph=True refuses)
 HAS_IN_GRAPH_HOOKS = importlib.util.find_spec("torch._higher_order_ops.register_hook") is not None
 
-SPECIALS = (0.0, -0.0, INF, -INF, NAN, 1e30, -1e30, 1e-40, -1e-40)
+# A subnormal of complex64 (and so a divisor whose reciprocal overflows there): 2**-133, held
+# exactly in both precisions. A decimal such as 1e-40 rounds to 16 bits in complex64, an input
+# error of 1e-5 relative that complex128's reference does not share, as if realify were wrong
+SUBNORMAL = 2.0**-133
+SPECIALS = (0.0, -0.0, INF, -INF, NAN, 1e30, -1e30, SUBNORMAL, -SUBNORMAL)
 # Complex Python scalars: both parts finite and nonzero. C99: a real scalar (or a complex one
 # with a zero part, which eager widens through a product with 1 + 0i) meets realify's mixed
 # real/complex arithmetic, which deliberately differs from eager with infinities and signed
@@ -229,10 +233,11 @@ class Input:
         return f"{self.name}_base = {data}\n{self.name} = {view.replace('base', self.name + '_base')}"
 
 
-def _grown(program: Program) -> dict[int, int]:
-    """The sizes a program sees at its second call: each size of 2 or more doubled (0 and 1,
-    which dynamo specializes, kept)."""
-    return {n: 2 * n for i in program.inputs for n in i.shape if n >= 2}
+def _later_sizes(program: Program) -> list[dict[int, int]]:
+    """The sizes a program sees at its later calls: each size of 2 or more doubled, then plus
+    one (0 and 1, which dynamo specializes, kept)."""
+    sizes = {n for i in program.inputs for n in i.shape if n >= 2}
+    return [{n: 2 * n for n in sizes}, {n: n + 1 for n in sizes}] if sizes else []
 
 
 def _base_shape(view: str, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -259,9 +264,9 @@ class Program:
     check_grads: bool = True
     projection_seed: int = 0
     dynamic: bool = False  # compiled with dynamic=True: every size symbolic (but those of 0 and 1)
-    # called a second time, at the inputs grown (Input.code): automatic dynamic shapes then
-    # recompile with symbolic sizes, as a loop over batches or lengths does
-    second_call: bool = False
+    # called twice more, at the inputs grown (Input.code, _later_sizes): automatic dynamic
+    # shapes then recompile with symbolic sizes, as a loop over batches or lengths does
+    later_calls: bool = False
     # this copy's inputs at other sizes (Input.code): the grown ones, or an exported program's
     sizes: dict[int, int] | None = None
     # through realify.export (check_export) rather than realify.compile: every input dim
@@ -341,9 +346,9 @@ class Program:
                     f"input dim {dim}))({call}){onnx} with program({call}){grads}; then at sizes grown by "
                     f"{self.export_steps}, shrunk by 1, and 1 where its ranges allow\n")
         second = ""
-        if self.second_call:
-            grown = "\n".join(i.code(self.dtype, _grown(self)) for i in self.inputs)
-            second = f"# then the same compiled function on\n{grown}\n"
+        for sizes in _later_sizes(self) if self.later_calls else ():
+            grown = "\n".join(i.code(self.dtype, sizes) for i in self.inputs)
+            second += f"# then the same compiled function on\n{grown}\n"
         return (f"\n{self.source()}\n{inputs}\n{second}"
                 f"# compare realify.compile(program, inner=...{', dynamic=True' if self.dynamic else ''})({call}) "
                 f"with program({call}){grads}\n")
@@ -887,7 +892,7 @@ def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True
                       # dynamic=True for the largest draw: hypothesis's generation favours the
                       # smallest, and default settings (a recompile with symbolic sizes at the
                       # second shape) are the path most programs should take
-                      dynamic=draw(st.integers(0, 2)) == 2, second_call=draw(st.booleans()))
+                      dynamic=draw(st.integers(0, 2)) == 2, later_calls=draw(st.booleans()))
     if export:
         # the other sizes: grown by a small and a larger step (and shrunk: check_export)
         steps = (draw(st.integers(1, 2)), draw(st.integers(3, 6)))
@@ -1071,8 +1076,9 @@ def _grads(loss, leaves):
 def check_program(program: Program, inner: str = "eager") -> None:
     """Run ``program`` through realify.compile (``inner``) and eagerly; compare outputs,
     inputs after the call, and gradients of a random real projection of the outputs. A
-    program with a second call runs the same compiled function again at its grown inputs,
-    where eager runs the program there (a slice or a literal size may not fit them)."""
+    program with later calls runs the same compiled function again at its grown inputs
+    (_later_sizes), where eager runs the program there (a slice or a literal size may not fit
+    them)."""
     torch._dynamo.reset()
     function = program.function()
     compiled = _compiled(program, inner, function)
@@ -1082,10 +1088,12 @@ def check_program(program: Program, inner: str = "eager") -> None:
         return _call(compiled if dtype == program.dtype else _compiled(program, inner), program, dtype, grads)
 
     _check_call(program, run)
-    grown = dataclasses.replace(program, sizes=_grown(program))
-    if program.second_call and grown.sizes and _eager_runs(grown):
-        _check_call(grown, run)
-        _check_graph_count(program, grown, _graphs_kept(function))
+    later = [dataclasses.replace(program, sizes=sizes) for sizes in _later_sizes(program)]
+    later = [call for call in later if program.later_calls and _eager_runs(call)]
+    for call in later:
+        _check_call(call, run)
+    if later:
+        _check_graph_count([program, *later], _graphs_kept(function))
 
 
 def _graphs_kept(function) -> int:
@@ -1093,23 +1101,25 @@ def _graphs_kept(function) -> int:
     return len(torch._dynamo.eval_frame._debug_get_cache_entry_list(function.__code__))
 
 
-def _check_graph_count(program: Program, grown: Program, realify_graphs: int) -> None:
-    """No more graphs for the two calls than the default backend's capture and autograd
+def _check_graph_count(calls: list[Program], realify_graphs: int) -> None:
+    """No more graphs for the calls than the default backend's capture and autograd
     (AOTAutograd's eager backend) keep for the same calls: more would mean a rule fixed a
     symbolic size to a number (a recompile per size, and past dynamo's limit an eager run)."""
+    program = calls[0]
     if KEEP_OFF["graphs_of_custom_functions"] and any(".apply(" in line for line in program.lines):
         return
     torch._dynamo.reset()
     function = program.function()
     baseline = torch.compile(function, backend="aot_eager", fullgraph=True, dynamic=program.dynamic or None)
     try:
-        for call in (program, grown):
+        for call in calls:
             _call(baseline, call, call.dtype, call.check_grads)
     except Exception:  # the default backend's own failure: nothing to count against
         return
     baseline_graphs = _graphs_kept(function)
     assert realify_graphs <= baseline_graphs, (
-        f"realify kept {realify_graphs} graphs for the calls at two sizes, the default backend {baseline_graphs}")
+        f"realify kept {realify_graphs} graphs for the calls at {len(calls)} sizes, the default backend "
+        f"{baseline_graphs}")
 
 
 def _eager_runs(program: Program) -> bool:
