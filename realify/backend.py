@@ -175,7 +175,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         # does under the default backend
         log.warning("eager refuses %s in the graph%s; it runs as captured, raising eager's error",
                     refused_op, _first_source_line(captured))
-        return captured.forward
+        return _naming_the_line(captured.forward, err)
     signature = signature_of(real_gm)
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
@@ -342,6 +342,24 @@ class _CompiledUnderOptions:
             "compiled code keeps the options it was compiled under. Set the option for every call of the "
             "compiled function (realify.config.patch around all of them, or assign it once), or call "
             "torch._dynamo.reset() after changing it to compile again.")
+
+
+def _naming_the_line(run: Callable, refusal: BaseException) -> Callable:
+    """Wrap ``run`` (the captured graph) so that eager's error, raised where eager raises it, is raised as ``refusal``.
+
+    ``refusal`` has eager's type and message with the user's line appended: the captured
+    graph's traceback ends in dynamo's generated code, not the user's.
+    """
+
+    def captured(*args: Any) -> Any:
+        try:
+            return run(*args)
+        except type(refusal) as raised:
+            if str(refusal).startswith(str(raised)):
+                raise refusal.with_traceback(raised.__traceback__) from None
+            raise
+
+    return captured
 
 
 def _first_source_line(gm: fx.GraphModule) -> str:
