@@ -242,3 +242,32 @@ def test_workload_trains_over_batch_sizes(name):
     counts = _check_calls(fn, [inputs(b) for b in (first + 1, first + 3, first)], None,
                           rtol=max(workload.rtol, 1e-4))
     assert counts["realify"] <= counts["aot_eager"], counts
+
+
+# the size each workload's users vary besides the batch: a resolution (a neural operator trains
+# and runs at several grids with one set of weights), a signal or sequence length
+_LENGTHS = {"neuralop-fno": "grid", "neuralop-fno-torch-einsum": "grid", "auraloss-mrstft": "samples",
+            "rotary": "seq", "s4d": "L"}
+
+
+@pytest.mark.parametrize("name", list(_LENGTHS))
+def test_workload_trains_over_lengths(name):
+    """The model built once, trained at three resolutions or lengths in a row (the second
+    recompiles with that size symbolic, the third reuses it): eager's losses and gradients, and
+    no more graphs kept than with the default backend's capture."""
+    workload, key = WORKLOADS[name], _LENGTHS[name]
+    tiny = workload.sizes["tiny"]
+    try:
+        torch.manual_seed(0)
+        fn, _ = workload.builder(train=True, **tiny)
+    except WorkloadUnavailable as missing:
+        pytest.skip(str(missing))
+
+    def inputs(length):
+        torch.manual_seed(length)
+        return workload.builder(train=True, **{**tiny, key: length})[1]
+
+    first = tiny[key]
+    counts = _check_calls(fn, [inputs(length) for length in (first, first + first // 2, first + first // 4)], None,
+                          rtol=max(workload.rtol, 1e-4))
+    assert counts["realify"] <= counts["aot_eager"], counts
