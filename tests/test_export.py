@@ -519,6 +519,27 @@ def test_data_dependent_sizes_over_a_dynamic_dim():
         assert_close(adapter(*args), _DataDependentSizes()(*args))
 
 
+def test_masked_select_broadcasting_at_sizes_that_may_be_1_in_onnx_runtime():
+    """masked_select of complex values against a mask that broadcasts, every dim from 1 up:
+    realify's rule selects the elements' positions with one real masked_select (whose kernel
+    checks the broadcast at run time, as eager's does, where a broadcast in the rule fixed two
+    sizes equal), and torch.onnx, which has no masked_select, gets realify's translation.
+    Eager's values in the program and in ONNX Runtime, at sizes 1 included."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def program(z, mask):
+        return torch.masked_select(z, mask)
+
+    m, n = Dim("m", min=1, max=32), Dim("n", min=1, max=32)
+    z, mask = randc(3, 1, 5), torch.rand(4, 1) > 0.5
+    ep = realify.export(program, (z, mask), dynamic_shapes=({0: m, 2: n}, {0: Dim("k", min=1, max=32)}))
+    adapter, session = realify.ComplexCallAdapter(ep), onnx_session(ep)
+    for rows, cols, k in ((3, 5, 4), (1, 7, 2), (2, 1, 1), (6, 2, 3)):
+        args = randc(rows, 1, cols), torch.rand(k, 1) > 0.3
+        assert_close(adapter(*args), program(*args))
+        assert_close(run_session(session, ep, args)[0], program(*args))
+
+
 def _unfold(z):
     return torch.nn.functional.unfold(z, (2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
 
@@ -592,6 +613,21 @@ def test_a_size_fixed_by_broadcasting_the_parts_is_refused(program, shape):
         realify.export(_Program(program), (a,), dynamic_shapes=dims)
 
 
+def test_a_size_fixed_by_several_hints_is_refused_not_baked_in():
+    """A complex convolution whose weight has a dynamic kernel size: fake convolution's choice
+    of a backend for the real convolutions of the parts asks "k <= 3?" and "k > 2?", each a
+    question whose either answer is right, which together narrow k to 3. realify.export
+    refuses the program naming the size, where it returned one that failed its own run-time
+    check ("Guard failed: w.size()[2] == 3") at every other kernel size."""
+    def conv(x, w, b):
+        return torch.nn.functional.conv1d(x, w, b, stride=2, padding=2)
+
+    x, w, b = randc(1, 4, 6), randc(3, 4, 3), randc(3)
+    every = ({1: Dim.AUTO, 2: Dim.AUTO}, {0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO}, {0: Dim.AUTO})
+    with pytest.raises(torch._dynamo.exc.UserError, match=r"(?s)Eq\(s\d+, 3\), for s\d+ = L\['w'\]\.size\(\)\[2\]"):
+        realify.export(conv, (x, w, b), dynamic_shapes=every)
+
+
 @pytest.mark.parametrize("program,shape", [
     (lambda a: a[1:] * (1 + 2j), (2, 0)),
     (lambda a: a[..., ::2] * (1 + 2j), (0, 2)),
@@ -629,6 +665,25 @@ def test_a_program_exported_with_dims_from_one_runs_where_they_are_one(program, 
     ep = realify.export(_Program(program), tuple(args), dynamic_shapes=dims)
     other = [randc(*s) for s in at_one]
     assert_close(realify.ComplexCallAdapter(ep)(*other), program(*other))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_in_onnx_runtime(accumulate):
+    """torch.put of complex values (realify's rule: a real put of each part, which torch.onnx
+    cannot translate, for real programs too) in ONNX Runtime, with negative indices, a repeated
+    index where the values add, and a dynamic size: eager's values."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def program(z, index, source):
+        return z.put(index, source, accumulate=accumulate)
+
+    index = torch.tensor([[0, -1], [4, 2]]) if not accumulate else torch.tensor([[0, -1], [4, -1]])
+    z, source = randc(3, 4), randc(2, 2)
+    ep = realify.export(program, (z, index, source), dynamic_shapes=({0: Dim("n", min=2, max=16)}, None, None))
+    session = onnx_session(ep)
+    for rows in (3, 6):
+        args = (randc(rows, 4), index, source)
+        assert_close(run_session(session, ep, args)[0], program(*args))
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (0,)], ids=["rows-of-nothing", "nothing"])

@@ -11,6 +11,7 @@ program, naming the size and the user's line.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -27,12 +28,19 @@ from .dynamo_graph import line_of_trace
 
 class SizeConditions:
     """Records the conditions on sizes that ShapeEnv evaluates while the context is open (not
-    those it evaluates with guards suppressed, which only compute metadata)."""
+    those it evaluates with guards suppressed, which only compute metadata).
 
-    def __init__(self, values: Sequence[Any]):
+    ``within``: record only the conditions asked while code of these realify folders or
+    modules runs (``"rules"``, ``"onnx/linalg.py"``: realify's forms), not those of torch's own
+    decompositions run beside them, which plain torch.onnx's programs hold alike."""
+
+    def __init__(self, values: Sequence[Any], within: Sequence[str] = ()):
         fake = next((x for x in values if isinstance(x, torch._subclasses.FakeTensor)), None)
         self.shape_env = fake.fake_mode.shape_env if fake is not None else None
         self.conditions: list[tuple[Any, str | None]] = []  # each condition, and the user's line
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.within = tuple(os.path.join(package, *name.split("/")) + ("" if name.endswith(".py") else os.sep)
+                            for name in within)
 
     def __enter__(self) -> SizeConditions:
         env = self.shape_env
@@ -43,6 +51,7 @@ class SizeConditions:
                 # a condition on a data-dependent size is a run-time check in the program (a
                 # torch._check, as torch.export's own programs hold), not a size fixed
                 if (not env._suppress_guards_tls() and not free_unbacked_symbols(expr)
+                        and (not self.within or _running_code_in(self.within))
                         and (not _either_answer_is_right() or _pins_a_size(expr, concrete_val))):
                     condition = (expr if concrete_val is sympy.true else sympy.Not(expr) if concrete_val is sympy.false
                                  else sympy.Eq(expr, concrete_val))
@@ -60,11 +69,11 @@ class SizeConditions:
     def refuse(self, ep: torch.export.ExportedProgram, error: Callable[[str], Exception]) -> None:
         """Raise ``error(described conditions)`` for the conditions on ``ep``'s dynamic sizes
         that do not hold over their whole ranges."""
-        violated = [(cond, where) for cond, where in dict.fromkeys(self.conditions)
+        env = self.shape_env
+        violated = [(cond, where) for cond, where in dict.fromkeys(self.conditions + self._pinned(ep))
                     if cond.free_symbols & set(ep.range_constraints) and not holds_on_ranges(cond, ep)]
         if not violated:
             return
-        env = self.shape_env
 
         def name(sym: Any) -> str:
             sources = env.var_to_sources.get(sym) if env is not None else None
@@ -74,11 +83,30 @@ class SizeConditions:
                  + (f" (at {where})" if where else "") for cond, where in violated[:5]]
         raise error("\n".join(lines))
 
+    def _pinned(self, ep: torch.export.ExportedProgram) -> list[tuple[Any, str | None]]:
+        """Sizes the trace fixed to one value without one condition saying so: tests whose
+        either answer is right, each recorded as a hint, can together narrow a range to a
+        single value (fake convolution's choice of a backend asks ``k <= 3`` and ``2 < k``),
+        and ShapeEnv then replaces the size by that number."""
+        env = self.shape_env
+        if env is None:
+            return []
+        pinned = []
+        for sym in ep.range_constraints:
+            value = env.replacements.get(sym)
+            if value is not None and value.is_number:
+                pinned.append((sympy.Eq(sym, value), None))
+        return pinned
+
 
 # torch's guard_or_false / guard_or_true: a test whose either answer gives a right program (a
-# faster path or memory format where the size allows it; fake convolution's choice of backend
-# by batch size), which torch.export itself drops once frozen
+# faster path or memory format where the size allows it), which torch.export itself drops once
+# frozen
 _HINTS = frozenset({"_guard_or", "guard_or_false", "guard_or_true"})
+# Tests whose either answer is right though they guard: fake convolution's choice of a backend
+# (torch._C._select_conv_backend, by kernel and batch size) only picks its output's memory
+# format. Several such answers can still fix a size together (SizeConditions._pinned)
+_HINTED_CHOICES = frozenset({("fake_impls.py", "conv")})
 
 
 def _pins_a_size(expr: Any, concrete_val: Any) -> bool:
@@ -88,12 +116,22 @@ def _pins_a_size(expr: Any, concrete_val: Any) -> bool:
     return concrete_val is sympy.true and isinstance(expr, sympy.Eq)
 
 
+def _running_code_in(folders: tuple[str, ...]) -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(folders):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _either_answer_is_right() -> bool:
     frame = sys._getframe(2)
-    for _ in range(12):
+    for _ in range(16):
         if frame is None:
             return False
-        if frame.f_code.co_name in _HINTS:
+        code = frame.f_code
+        if code.co_name in _HINTS or (os.path.basename(code.co_filename), code.co_name) in _HINTED_CHOICES:
             return True
         frame = frame.f_back
     return False

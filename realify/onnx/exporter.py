@@ -18,6 +18,7 @@ import torch
 from ..engine.size_conditions import SizeConditions
 from ..export import export
 from ..rules._derivative import decompositions as pointwise_decompositions
+from .indexing import indexing_decompositions
 from .linalg import _without_error_checks, linalg_decompositions
 from .refusals import _check_onnx_forms, _needs_static_sizes
 from .translation_table import onnx_translation_table
@@ -130,8 +131,11 @@ def to_onnx(
     # real ops go to torch.onnx instead
     exported = ep
     placeholders = [n.meta.get("val") for n in ep.graph.find_nodes(op="placeholder")]
-    with SizeConditions(placeholders) as conditions:
-        ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions()})
+    # realify.onnx's own forms (an LU unrolled over the rows) may fix a dynamic size; torch's
+    # decompositions run beside them are plain torch.onnx's, whose conditions it drops alike
+    with SizeConditions(placeholders, within=("rules", "onnx/linalg.py", "onnx/indexing.py")) as conditions:
+        ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions(),
+                                                           **indexing_decompositions()})
     conditions.refuse(exported, _needs_static_sizes)
     _check_onnx_forms(ep)
     onnx_options.setdefault("opset_version", OPSET)

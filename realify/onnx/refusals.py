@@ -1,7 +1,7 @@
 """What realify.onnx does not write, and the checks that say so with a
 :class:`~realify.errors.NoOnnxFormError` before ``torch.onnx.export`` runs: ops on pairs it has
-no form for, forms written for one size used with dynamic sizes, ``as_strided`` of a strided
-view, the matrix exponential."""
+no form for, forms written for one size used with dynamic sizes (a Cholesky factorization's
+too), ``as_strided`` of a strided view, the matrix exponential."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def _needs_static_sizes(conditions: str) -> NoOnnxFormError:
     return NoOnnxFormError(
         "an op of the program with dynamic sizes",
         "its real-arithmetic form for ONNX (an LU, a substitution or a factorization unrolled over the matrix's "
-        f"rows) is written for one size, and holds only where these conditions hold:\n{conditions}\nExport with "
-        "the matrix dims static (leading batch dims may stay dynamic)")
+        "rows, a scan unrolled over a length) is written for one size, and holds only where these conditions "
+        f"hold:\n{conditions}\nExport with those dims static (leading batch dims may stay dynamic)")
 
 
 def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:
@@ -40,6 +40,14 @@ def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:
             raise NoOnnxFormError("torch.as_strided of a strided view (here of a complex value's part)",
                                   "ONNX tensors have no storage for its strides to address; call as_strided on a "
                                   "contiguous tensor (x.contiguous()), or index with view ops (slicing, unfold)")
+    for node in ep.graph.find_nodes(op="call_function", target=torch.ops.aten.linalg_cholesky_ex.default):
+        matrix = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if isinstance(matrix, torch.Tensor) and not isinstance(matrix.shape[-1], int):
+            # its translation (realify/onnx/cholesky.py) is unrolled column by column: named here,
+            # before torch.onnx would wrap the translation's error in its own
+            raise NoOnnxFormError("torch.linalg.cholesky with a dynamic matrix size",
+                                  "its ONNX form is unrolled column by column, for one size; export with the "
+                                  "matrix dims static (leading batch dims may stay dynamic)")
     if ep.graph.find_nodes(op="call_function", target=torch.ops.aten.linalg_matrix_exp.default):
         raise NoOnnxFormError("torch.linalg.matrix_exp",
                               "torch.onnx has no form of the matrix exponential (of real matrices either; realify "

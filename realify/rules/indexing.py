@@ -103,9 +103,10 @@ register_each(functional_overloads(aten.nonzero, aten.nonzero_static, aten.argwh
 
 @register(aten.masked_select.default)
 def masked_select(self, mask):
-    # masked_select(z, m) = the parts of z at the true positions of m (both broadcast), the
-    # positions found once: a masked_select per part would give each part its own
-    # data-dependent length, two unbacked sizes a trace cannot prove equal
-    shape = torch.broadcast_shapes(self.shape, mask.shape)
-    positions = mask.expand(shape).reshape(-1).nonzero().squeeze(1)
-    return partwise_at(aten.index_select.default)(self.expand(shape).reshape(-1), 0, positions)
+    # masked_select(z, m) = the parts of z read at the flat positions masked_select(p, m) picks
+    # from p, the positions of z's elements (p and m broadcast): one real masked_select, whose
+    # kernel broadcasts and checks sizes at run time as eager's does (a size that may be 1 is
+    # not fixed), and one data-dependent length, where a masked_select per part would give two
+    # a trace cannot prove equal
+    positions = torch.arange(self.numel(), device=self.device).reshape(self.shape)
+    return partwise_at(aten.index_select.default)(self.reshape(-1), 0, aten.masked_select.default(positions, mask))

@@ -1,5 +1,5 @@
-"""OpInfo runners at sizes that turn symbolic: the compile backend at three input shapes in a
-row (dynamo's automatic dynamic shapes recompile the second with symbolic sizes, the third must
+"""OpInfo runners at sizes that turn symbolic: the compile backend at input shapes in a row
+(dynamo's automatic dynamic shapes recompile the second with symbolic sizes, the later ones must
 reuse that graph), under ``dynamic=True``, and ``realify.export`` with every input dim dynamic,
 the program then called at other sizes. Each compares values (and, for the compile backend,
 gradients) with eager complex PyTorch at every size, and counts the graphs realify compiles
@@ -293,10 +293,12 @@ def plain_takes(plain_program: Callable, inputs: Sequence[Any], expected: Any, v
 
 def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = False) -> ExportRun | None:
     """The sample's program through ``realify.export`` with every input dim ``Dim.AUTO``, then
-    called at other sizes (:func:`export_sizes`) through ``ComplexCallAdapter``, and in ONNX
-    Runtime where asked; every dim plain ``torch.export`` keeps dynamic must stay dynamic. Then
-    the same with every dim from 1 up (:func:`from_one_shapes`), where plain torch.export takes
-    that, called at size 1 as well. A refusal (torch.export's constraint violation from
+    called at other sizes (:func:`export_sizes`: larger, smaller, 1 where the ranges allow)
+    through ``ComplexCallAdapter``, and in ONNX Runtime where asked; every dim plain
+    ``torch.export`` keeps dynamic must stay dynamic. Then the same with ``Dim.DYNAMIC`` on
+    those dims (:func:`dynamic_shapes_of`), and with every dim from 1 up
+    (:func:`from_one_shapes`), where plain torch.export takes that, called at size 1 as well.
+    A refusal (torch.export's constraint violation from
     realify.export, a named error from realify.onnx) is an outcome, reported in the result. None
     where plain ``torch.export`` itself fails or keeps no dim dynamic with ``Dim.AUTO``."""
     tensors, program = sample_program(op, sample)
@@ -305,15 +307,26 @@ def run_export_dynamic(op, sample, onnx_runtime: bool = False, gemm: bool = Fals
     if plain is None:
         return None
     run = ExportRun(sum(map(sum, dynamic_input_dims(plain))), 0, 0)
-    check = functools.partial(_check_export, run, op, sample, tensors, program, gemm=gemm)
-    check(plain, auto, onnx_runtime)
-    if run.refused is not None:
-        return run
+    check = functools.partial(_check_export, run, op, sample, tensors, program, onnx_runtime=onnx_runtime, gemm=gemm)
+    check(plain, auto)
+    # Dim.DYNAMIC on the dims plain torch.export kept dynamic: a dim realify's program would
+    # fix must now raise torch.export's constraint violation, not specialize
+    demanded = dynamic_shapes_of(plain)
+    if run.refused is None and (plain := _plain_export(program, tensors, demanded)) is not None:
+        check(plain, demanded)
     from_one = from_one_shapes(tensors)
-    plain = _plain_export(program, tensors, from_one)
-    if plain is not None and min((low for low, _ in _dynamic_symbols(plain).values()), default=2) <= 1:
-        check(plain, from_one, False)
+    if run.refused is None and (plain := _plain_export(program, tensors, from_one)) is not None \
+            and min((low for low, _ in _dynamic_symbols(plain).values()), default=2) <= 1:
+        check(plain, from_one)
     return run
+
+
+def dynamic_shapes_of(ep) -> tuple:
+    """``dynamic_shapes`` asking, with ``Dim.DYNAMIC``, for every user input dim ``ep`` keeps
+    dynamic, and fixing the others."""
+    from torch.export import Dim
+    return tuple({d: Dim.DYNAMIC if flag else Dim.STATIC for d, flag in enumerate(flags)}
+                 for flags in dynamic_input_dims(ep))
 
 
 def _plain_export(program: Callable, tensors: list, shapes: tuple):
@@ -349,9 +362,9 @@ def _check_export(run: ExportRun, op, sample, tensors: list, program: Callable, 
         try:
             session = onnx_session(ep)
         except NotImplementedError as refusal:  # NoOnnxFormError, or a form that needs static sizes
-            run.onnx_refused = str(refusal)
+            run.onnx_refused = run.onnx_refused or str(refusal)
     metadata_only = op_id(op) in NONDETERMINISTIC
-    for k, sizes in enumerate(export_sizes(plain, tensors)):
+    for k, sizes in enumerate(export_sizes(plain, tensors, shrink=True)):
         ts = resized(tensors, sizes, seed=10 + k)
         try:
             expected = program(*ts)
