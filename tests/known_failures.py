@@ -206,7 +206,7 @@ REFUSED: dict[str, dict[str, str]] = {
                         _UNROLLED.format("Jacobi sweeps of the SVD")),
         **dict.fromkeys(["linalg.matrix_sqrth", "linalg.eigvalsh", "linalg.eigh", "linalg.matrix_rank.hermitian",
                          "linalg.pinv.hermitian"], _UNROLLED.format("Jacobi sweeps of eigh")),
-        **dict.fromkeys(["prod", "cumprod", "masked.cumprod"],
+        **dict.fromkeys(["prod", "cumprod", "masked.cumprod", "linalg.vander"],
                         "a complex product along a dynamic dim: its real form is unrolled over the entries, in "
                         "eager's order"),
         "logcumsumexp": _UNROLLED.format("a scan of log2(n) rounds").replace("matrix size", "length"),
