@@ -1,8 +1,9 @@
 """Gradients of every reduction with a complex rule at the points eager's backward special-cases:
 rows of zero variance (constant, all zero, an expanded or broadcast input), zero vectors for the
 norms, zeros (one, two) and infinities among a product's factors. Each front end's gradient is
-compared with eager's, NaN for NaN and infinity for infinity (tests/test_gradients.py's
-comparison); docs/numerics.md lists the special-cased points.
+compared with eager's: finite where eager's is, within the tolerance, and not finite where
+eager's is not (tests/test_gradients.py's comparison, which does not tell a NaN from an infinity:
+docs/numerics.md says where they differ); docs/numerics.md lists the special-cased points.
 """
 
 from __future__ import annotations
