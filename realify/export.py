@@ -731,15 +731,12 @@ def _dim_for(size: Any, ep: ExportedProgram, dims: dict[str, Any], hint: bool) -
         # states what it equals
         key = str(expr)
         if key not in dims:
-            dims[key] = Dim(f"derived_{len(dims)}", min=lower, max=upper) if upper is not None else Dim(
-                f"derived_{len(dims)}", min=lower)
+            dims[key] = Dim(f"derived_{len(dims)}", min=lower, max=upper)
         return dims[key]
     name = str(expr)
     if name not in dims:
-        if hint:
-            dims[name] = Dim.DYNAMIC(min=lower, max=upper) if upper is not None else Dim.DYNAMIC(min=lower)
-        else:
-            dims[name] = Dim(name, min=lower, max=upper) if upper is not None else Dim(name, min=lower)
+        # max=None: no upper bound
+        dims[name] = Dim.DYNAMIC(min=lower, max=upper) if hint else Dim(name, min=lower, max=upper)
     return dims[name]
 
 
