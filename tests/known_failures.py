@@ -170,6 +170,10 @@ SIZES: dict[str, dict[str, str]] = {
                             "its own functional check refuses (plain torch.onnx: the same ConversionError)",
         "uniform": "torch.onnx has no translation for prims.uniform (plain torch.onnx: the same ConversionError)",
         "lu_unpack": "torch.onnx has no translation for aten.lu_unpack (plain torch.onnx: the same ConversionError)",
+        "as_strided_scatter": "torch.onnx has no translation for prims.as_strided_scatter (plain torch.onnx: the same "
+                              "ConversionError)",
+        "float_power": "float_power computes in complex128, whose log reaches atan2 of float64 parts: ONNX Runtime "
+                       "has no float64 Atan kernel (docs/export.md, Limits)",
         "nn.functional.pad.replicate_negative": "ONNX Runtime's Pad refuses replicate padding that leaves an input "
                                                 "extent of 0 (plain torch.onnx's model: the same error)",
     },
@@ -185,11 +189,8 @@ SIZES_NO_GRAPH: dict[str, str] = {}
 _UNROLLED = "its ONNX form ({}) is unrolled over the matrix size, which is dynamic here"
 REFUSED: dict[str, dict[str, str]] = {
     "export": {
-        "cross": "torch.cross without dim takes the first dim of size 3: the rule tests each dynamic size against 3",
-        **dict.fromkeys(["nn.functional.conv1d", "nn.functional.conv2d"],
-                        "the weight is an input with every dim dynamic: fake convolution's choice of a backend "
-                        "for the real convolutions of the parts asks whether the kernel size is <= 3 and > 2, "
-                        "which fixes it"),
+        "cross": "torch.cross without dim takes the first dim of size 3: the rule tests each dynamic size against 3 "
+                 "(plain torch.export keeps the dim with a run-time guard != 3, which fails at 3)",
     },
     "onnx": {
         **dict.fromkeys(["lu_solve", "linalg.lu_solve", "linalg.solve_ex", "triangular_solve", "lu",
@@ -201,6 +202,7 @@ REFUSED: dict[str, dict[str, str]] = {
         **dict.fromkeys(["linalg.ldl_solve", "linalg.ldl_factor", "linalg.ldl_factor_ex"],
                         _UNROLLED.format("Bunch-Kaufman")),
         **dict.fromkeys(["linalg.cholesky", "linalg.cholesky_ex"], _UNROLLED.format("Cholesky, column by column")),
+        **dict.fromkeys(["cholesky_solve", "cholesky_inverse"], _UNROLLED.format("substitutions with the factor")),
         **dict.fromkeys(["svd_lowrank", "pca_lowrank", "linalg.svdvals", "linalg.pinv", "linalg.pinv.singular",
                          "pinverse", "linalg.cond", "norm.nuc", "linalg.polar", "linalg.matrix_rank"],
                         _UNROLLED.format("Jacobi sweeps of the SVD")),

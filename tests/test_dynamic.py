@@ -226,22 +226,7 @@ _BATCHED = [name for name, w in WORKLOADS.items()
 def test_workload_trains_over_batch_sizes(name):
     """Eager's losses and gradients at every batch, and no more graphs kept than with the
     default backend's capture (AOTAutograd's eager backend)."""
-    workload = WORKLOADS[name]
-    tiny = workload.sizes["tiny"]
-    try:
-        torch.manual_seed(0)
-        fn, _ = workload.builder(train=True, **tiny)
-    except WorkloadUnavailable as missing:
-        pytest.skip(str(missing))
-
-    def inputs(batch):
-        torch.manual_seed(batch)
-        return workload.builder(train=True, **{**tiny, "batch": batch})[1]
-
-    first = tiny["batch"]
-    counts = _check_calls(fn, [inputs(b) for b in (first + 1, first + 3, first)], None,
-                          rtol=max(workload.rtol, 1e-4))
-    assert counts["realify"] <= counts["aot_eager"], counts
+    _train_over(name, "batch", lambda first: (first + 1, first + 3, first))
 
 
 # the size each workload's users vary besides the batch: a resolution (a neural operator trains
@@ -255,7 +240,13 @@ def test_workload_trains_over_lengths(name):
     """The model built once, trained at three resolutions or lengths in a row (the second
     recompiles with that size symbolic, the third reuses it): eager's losses and gradients, and
     no more graphs kept than with the default backend's capture."""
-    workload, key = WORKLOADS[name], _LENGTHS[name]
+    _train_over(name, _LENGTHS[name], lambda first: (first, first + first // 2, first + first // 4))
+
+
+def _train_over(name: str, key: str, sizes) -> None:
+    """The workload built once at its tiny sizes, trained at ``sizes(tiny[key])`` of ``key`` in
+    a row: eager's losses and gradients, and no more graphs than the default backend's."""
+    workload = WORKLOADS[name]
     tiny = workload.sizes["tiny"]
     try:
         torch.manual_seed(0)
@@ -263,11 +254,9 @@ def test_workload_trains_over_lengths(name):
     except WorkloadUnavailable as missing:
         pytest.skip(str(missing))
 
-    def inputs(length):
-        torch.manual_seed(length)
-        return workload.builder(train=True, **{**tiny, key: length})[1]
+    def inputs(size):
+        torch.manual_seed(size)
+        return workload.builder(train=True, **{**tiny, key: size})[1]
 
-    first = tiny[key]
-    counts = _check_calls(fn, [inputs(length) for length in (first, first + first // 2, first + first // 4)], None,
-                          rtol=max(workload.rtol, 1e-4))
+    counts = _check_calls(fn, [inputs(size) for size in sizes(tiny[key])], None, rtol=max(workload.rtol, 1e-4))
     assert counts["realify"] <= counts["aot_eager"], counts

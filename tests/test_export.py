@@ -613,19 +613,56 @@ def test_a_size_fixed_by_broadcasting_the_parts_is_refused(program, shape):
         realify.export(_Program(program), (a,), dynamic_shapes=dims)
 
 
-def test_a_size_fixed_by_several_hints_is_refused_not_baked_in():
-    """A complex convolution whose weight has a dynamic kernel size: fake convolution's choice
-    of a backend for the real convolutions of the parts asks "k <= 3?" and "k > 2?", each a
-    question whose either answer is right, which together narrow k to 3. realify.export
-    refuses the program naming the size, where it returned one that failed its own run-time
-    check ("Guard failed: w.size()[2] == 3") at every other kernel size."""
+@pytest.mark.parametrize("onnx", [False, True], ids=["program", "onnx-runtime"])
+def test_a_convolution_whose_weight_is_dynamic_keeps_its_kernel_size_dynamic(onnx):
+    """Every dim of the weight dynamic: torch.export's trace asks no question of the kernel
+    size, with the convolution backends off; realify's trace of the real convolutions of the
+    parts runs the same way, where fake convolution's choice of a backend ("k <= 3?", "k > 2?")
+    fixed k to 3. Eager's values at other kernel sizes; where the kernel exceeds the padded
+    input, the program's own input check fails, as plain torch.export's does (a bound of the
+    program, which realify's trace asks in other terms and does not count as fixing a size)."""
     def conv(x, w, b):
         return torch.nn.functional.conv1d(x, w, b, stride=2, padding=2)
 
     x, w, b = randc(1, 4, 6), randc(3, 4, 3), randc(3)
     every = ({1: Dim.AUTO, 2: Dim.AUTO}, {0: Dim.AUTO, 1: Dim.AUTO, 2: Dim.AUTO}, {0: Dim.AUTO})
-    with pytest.raises(torch._dynamo.exc.UserError, match=r"(?s)Eq\(s\d+, 3\), for s\d+ = L\['w'\]\.size\(\)\[2\]"):
-        realify.export(conv, (x, w, b), dynamic_shapes=every)
+    ep = realify.export(conv, (x, w, b), dynamic_shapes=every)
+    assert len(ep.range_constraints) == 4  # channels (shared), length, output channels (shared), kernel
+    if onnx:
+        from realify.tools.symbolic_sizes import onnx_session, run_session
+        session = onnx_session(ep)
+
+        def run(*args):
+            return run_session(session, ep, args)[0]
+    else:
+        run = realify.ComplexCallAdapter(ep)
+    for k, length in ((2, 6), (4, 7), (5, 5)):
+        args = randc(1, 4, length), randc(3, 4, k), randc(3)
+        assert_close(run(*args), conv(*args))
+    if not onnx:  # plain torch.export's program fails the same input check
+        too_long = randc(1, 4, 2), randc(3, 4, 7), randc(3)
+        with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
+            conv(*too_long)
+        with pytest.raises(AssertionError, match=r"Guard failed: 4 \+ x\.size\(\)\[2\] >= w\.size\(\)\[2\]"):
+            run(*too_long)
+
+
+class _Cross(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.cross(a, b)
+
+
+def test_cross_without_dim_over_a_dynamic_size_is_refused():
+    """torch.cross without ``dim`` takes the first dim of size 3: plain torch.export keeps the
+    batch dim dynamic with a run-time guard that it is not 3, which fails there. realify.export
+    refuses the program at export, naming the condition and the dim."""
+    a, b = randc(5, 3), randc(5, 3)
+    dims = ({0: Dim.AUTO}, {0: Dim.AUTO})
+    plain = torch.export.export(_Cross(), (a.real, b.real), dynamic_shapes=dims)
+    with pytest.raises(AssertionError, match=r"Guard failed: a\.size\(\)\[0\] != 3"):
+        plain.module()(torch.randn(3, 3), torch.randn(3, 3))
+    with pytest.raises(torch._dynamo.exc.UserError, match=r"Ne\(s\d+, 3\), for s\d+ = L\['[ab]'\]\.size\(\)\[0\]"):
+        realify.export(_Cross(), (a, b), dynamic_shapes=dims)
 
 
 @pytest.mark.parametrize("program,shape", [
@@ -684,6 +721,26 @@ def test_put_in_onnx_runtime(accumulate):
     for rows in (3, 6):
         args = (randc(rows, 4), index, source)
         assert_close(run_session(session, ep, args)[0], program(*args))
+
+
+@pytest.mark.parametrize("value", [0j, 1 + 1j], ids=["mask-false", "mask-true"])
+def test_masked_scatter_of_a_0d_tensor_in_onnx_runtime(value):
+    """masked_scatter into a 0-d tensor, complex and real: torch.onnx's ScatterND, which ONNX
+    Runtime refuses on 0-d data (plain torch.onnx's model of the real op fails alike), is
+    written on one element (the fuzzer's long run, exporting every program it compiles, found
+    it). Eager's values with the mask true and false."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def program(z, r):
+        twice = z + z
+        return (torch.zeros_like(twice).masked_scatter(twice.real > 0, torch.masked_select(twice, twice.real > 0)),
+                torch.zeros_like(r).masked_scatter(r > 0, r.reshape(1) * 3))
+
+    z = torch.tensor(value, dtype=torch.complex64)
+    args = (z, z.real.clone())
+    ep = realify.export(program, args)
+    for have, want in zip(run_session(onnx_session(ep), ep, list(args)), program(*args)):
+        assert_close(have, want)
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (0,)], ids=["rows-of-nothing", "nothing"])

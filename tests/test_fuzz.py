@@ -16,23 +16,23 @@ than the default backend's capture does for the same calls (:func:`_check_graph_
 prints as the Python program and the inputs that reproduce it (``Program.__repr__``), shrunk by hypothesis.
 
 Export is the other front end, and its sizes are the user's to choose: a program exported once
-is called at whatever sizes its dynamic dims take. So programs are also run through
-``realify.export`` (:func:`check_export`) with every input dim ``Dim.AUTO``, ``Dim.DYNAMIC`` or
-a ``Dim`` from 1 up (drawn; the first two start at 2), then through ``ComplexCallAdapter`` at
-the example's sizes and at others: grown by two drawn steps, shrunk by one, and 1 where the
-program's ranges allow it (export_sizes in
-realify/tools/symbolic_sizes.py, the OpInfo table's), the inputs' drawn values tiled or cut to
-the new shape. Each is compared with eager as above, outputs, inputs written in place and
-gradients alike; for some complex64 programs the ONNX model runs in ONNX Runtime at the same
-sizes. A size eager or plain ``torch.export``'s own program rejects is not one the program must
-take. realify.export may refuse a dynamic dim with torch.export's constraint violation (and
-realify.onnx with ``NoOnnxFormError``), naming the size: an outcome. A crash, a dim plain
-torch.export keeps dynamic that realify's program fixes, a run-time guard failure at a size
-plain torch.export's program takes, or a wrong value fails. Programs with an op of the user's
-own are not drawn for export (an exported program has no eager islands, by design), and
-gradients go unchecked where the program holds an autograd construct other than a
-stop-gradient or a grad-mode region (the exported program is the forward's trace: see
-``op_autograd``).
+is called at whatever sizes its dynamic dims take. So each export program is compiled as above
+and also run through ``realify.export`` (:func:`check_export`; both:
+:func:`check_every_front_end`) with every input dim ``Dim.AUTO``, ``Dim.DYNAMIC`` or a ``Dim``
+from 1 up (drawn; the first two start at 2), then through ``ComplexCallAdapter`` at the
+example's sizes and at others: grown by two drawn steps, shrunk by one, and 1 where the
+program's ranges allow it (export_sizes in realify/tools/symbolic_sizes.py, the OpInfo
+table's), the inputs' drawn values tiled or cut to the new shape. Each is compared with eager
+as above, outputs, inputs written in place and gradients alike; for some complex64 programs the
+ONNX model runs in ONNX Runtime at the same sizes. A size eager or plain ``torch.export``'s own
+program rejects is not one the program must take. realify.export may refuse a dynamic dim with
+torch.export's constraint violation (and realify.onnx with ``NoOnnxFormError``), naming the
+size: an outcome. A crash, a dim plain torch.export keeps dynamic that realify's program fixes,
+a run-time guard failure at a size plain torch.export's program takes, or a wrong value fails.
+Programs with an op of the user's own are not drawn for export (an exported program has no
+eager islands, by design; the long runs export every program they draw without one), and
+gradients go unchecked where the program holds an autograd construct other than a stop-gradient
+or a grad-mode region (the exported program is the forward's trace: see ``op_autograd``).
 
 How close is close enough (:func:`assert_matches`). Two implementations of the same op that
 are each backward stable differ, per element, by a few rounding errors of that op times the
@@ -55,7 +55,7 @@ as eager's. Signs of zeros are not compared: they differ by design in C99 additi
 
 Deliberate differences are excluded by construction, not by looser comparisons; each
 generator says where (``C99`` in the comments below). The bounded run is part of the default
-suite; ``-m fuzz_long`` runs 2000+ programs more, and 500 through export.
+suite; ``-m fuzz_long`` runs 2000+ programs more through both front ends, and 500 drawn for export.
 """
 
 from __future__ import annotations
@@ -276,6 +276,9 @@ class Program:
     export_dims: str | None = None
     export_steps: tuple[int, ...] = (1, 3)
     onnx_runtime: bool = False
+    # an autograd construct whose gradient is not its trace's (Builder.gradient_outside_trace):
+    # the exported program's gradients are not compared
+    gradient_outside_trace: bool = False
 
     def source(self, lines: list[str] | None = None) -> str:
         args = ", ".join(i.name for i in self.inputs)
@@ -335,23 +338,24 @@ class Program:
         inputs = "\n".join(i.code(self.dtype, self.sizes) for i in self.inputs)
         call = ", ".join(i.name for i in self.inputs)
         grads = "; gradients of the projected outputs" if self.check_grads else ""
+        second = ""
+        for sizes in _later_sizes(self) if self.later_calls else ():
+            grown = "\n".join(i.code(self.dtype, sizes) for i in self.inputs)
+            second += f"# then the same compiled function on\n{grown}\n"
+        text = (f"\n{self.source()}\n{inputs}\n{second}"
+                f"# compare realify.compile(program, inner=...{', dynamic=True' if self.dynamic else ''})({call}) "
+                f"with program({call}){grads}\n")
         if self.export_dims is not None:
             dim = {"auto": "Dim.AUTO",
                    "dynamic": "Dim.DYNAMIC (Dim.AUTO for sizes 0 and 1, or where plain torch.export refuses it)",
                    "from 1": "Dim(f'n{size}', min=1), one per size (Dim.AUTO where plain torch.export refuses it)",
                    }[self.export_dims]
             onnx = ", and its realify.onnx.to_onnx in ONNX Runtime" if self.onnx_runtime else ""
-            return (f"\n{self.source()}\n{inputs}\n"
-                    f"# compare realify.ComplexCallAdapter(realify.export(program, ({call},), dynamic_shapes=every "
-                    f"input dim {dim}))({call}){onnx} with program({call}){grads}; then at sizes grown by "
-                    f"{self.export_steps}, shrunk by 1, and 1 where its ranges allow\n")
-        second = ""
-        for sizes in _later_sizes(self) if self.later_calls else ():
-            grown = "\n".join(i.code(self.dtype, sizes) for i in self.inputs)
-            second += f"# then the same compiled function on\n{grown}\n"
-        return (f"\n{self.source()}\n{inputs}\n{second}"
-                f"# compare realify.compile(program, inner=...{', dynamic=True' if self.dynamic else ''})({call}) "
-                f"with program({call}){grads}\n")
+            grads = grads if not self.gradient_outside_trace else ""
+            text += (f"# and realify.ComplexCallAdapter(realify.export(program, ({call},), dynamic_shapes=every "
+                     f"input dim {dim}))({call}){onnx} with program({call}){grads}; then at sizes grown by "
+                     f"{self.export_steps}, shrunk by 1, and 1 where its ranges allow\n")
+        return text
 
 
 def _complex_literal(v: complex) -> str:
@@ -419,6 +423,7 @@ class Builder:
         # an autograd construct other than a stop-gradient (op_autograd): its gradient is not
         # its trace's, which is what an exported program differentiates
         self.gradient_outside_trace = False
+        self.has_island = False  # an op without a rule: realify.export refuses the program by design
 
     # values and inputs
 
@@ -616,6 +621,7 @@ class Builder:
         """An op realify has no rule for (a user's own custom op): an eager island between
         planar ops, its gradient the op's registered formula."""
         v = self.pick()
+        self.has_island = True
         self.emit(f"phase_twist({v.name})", v.bound, signed=False)
 
     def op_view(self) -> None:
@@ -872,10 +878,11 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 
 @st.composite
 def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True, max_ops: int = 8,
-             export: bool = False, control: bool = True, onnx_share: int = 6) -> Program:
-    """A program for realify.compile, or with ``export`` for realify.export (check_export): no
-    eager islands, gradients checked only where the exported trace has eager's, and one
-    complex64 program in ``onnx_share`` run in ONNX Runtime too. ``control``: torch.cond."""
+             export: bool = False, control: bool = True, onnx_share: int = 6, every_front_end: bool = False) -> Program:
+    """A program for realify.compile, or with ``export`` for realify.export too
+    (check_every_front_end): no eager islands, and one complex64 program in ``onnx_share`` run
+    in ONNX Runtime. ``every_front_end``: islands drawn, and a program without one exported too.
+    ``control``: torch.cond."""
     dtype = draw(st.sampled_from(dtypes))
     b = Builder(draw, dtype, allow_special=True, allow_mutation=mutation, export=export, control=control)
     shape = draw(st.sampled_from([(), (3,), (2, 3), (1, 3), (3, 1), (2, 2, 3), (0,), (2, 0)]))
@@ -893,13 +900,13 @@ def programs(draw, dtypes=(C64, C128), mutation: bool = True, grads: bool = True
                       # smallest, and default settings (a recompile with symbolic sizes at the
                       # second shape) are the path most programs should take
                       dynamic=draw(st.integers(0, 2)) == 2, later_calls=draw(st.booleans()))
-    if export:
+    if (export or every_front_end) and not b.has_island:
         # the other sizes: grown by a small and a larger step (and shrunk: check_export)
         steps = (draw(st.integers(1, 2)), draw(st.integers(3, 6)))
         # ONNX Runtime has no float64 Atan (docs/export.md "Limits"), which complex128's
         # log, sqrt, angle and pow reach through atan2: complex64 programs only
         onnx = dtype == C64 and draw(st.integers(0, onnx_share - 1)) == 0
-        program = dataclasses.replace(program, check_grads=check_grads and not b.gradient_outside_trace,
+        program = dataclasses.replace(program, gradient_outside_trace=b.gradient_outside_trace,
                                       export_dims=draw(st.sampled_from(["auto", "dynamic", "from 1"])),
                                       export_steps=steps, onnx_runtime=onnx)
     return program
@@ -1071,6 +1078,14 @@ def _grads(loss, leaves):
         return [torch.zeros_like(leaf) for leaf in leaves]
     grads = torch.autograd.grad(loss, leaves, allow_unused=True)
     return [torch.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)]
+
+
+def check_every_front_end(program: Program, inner: str = "eager") -> str:
+    """``program`` through realify.compile (check_program: at its example's shapes, then, where
+    it says so, at two grown ones with symbolic sizes) and, where it has no eager island,
+    through realify.export with every input dim dynamic and in ONNX Runtime (check_export)."""
+    check_program(program, inner=inner)
+    return check_export(program) if program.export_dims is not None else "compiled; no export (an eager island)"
 
 
 def check_program(program: Program, inner: str = "eager") -> None:
@@ -1245,6 +1260,7 @@ def check_export(program: Program) -> str:
     rejects is not checked. Returns the outcome, or torch.export's constraint violation where
     realify.export refuses to keep a dim dynamic (an outcome, not a failure: docs/export.md,
     "Dynamic shapes")."""
+    program = dataclasses.replace(program, check_grads=program.check_grads and not program.gradient_outside_trace)
     module = ModuleOf(program.function())
     shapes, plain = _plain_export(module, program)
     if plain is None and (failure := _plain_static_export_failure(module, program)) is not None:
@@ -1401,28 +1417,31 @@ def test_fuzz_inductor(program):
 @settings(max_examples=int(os.environ.get("REALIFY_FUZZ_EXPORT_EXAMPLES", "20")), **_COMMON)
 @given(programs(export=True, control=False))
 def test_fuzz_export(program):
-    check_export(program)
+    check_every_front_end(program)
 
 
+# The long runs take each program through every front end: compiled (at three shapes where
+# drawn so) and, without an eager island, exported with dynamic dims (one complex64 program in
+# six in ONNX Runtime)
 @pytest.mark.fuzz_long
 @settings(max_examples=2000, **{**_COMMON, "derandomize": False})
-@given(programs())
+@given(programs(every_front_end=True))
 def test_fuzz_long_eager_inner(program):
-    check_program(program, inner="eager")
+    check_every_front_end(program, inner="eager")
 
 
 @pytest.mark.fuzz_long
 @settings(max_examples=200, **{**_COMMON, "derandomize": False})
-@given(programs())
+@given(programs(every_front_end=True))
 def test_fuzz_long_inductor(program):
-    check_program(program, inner="inductor")
+    check_every_front_end(program, inner="inductor")
 
 
 @pytest.mark.fuzz_long
 @settings(max_examples=500, **{**_COMMON, "derandomize": False})
 @given(programs(export=True))
 def test_fuzz_long_export(program):
-    check_export(program)
+    check_every_front_end(program)
 
 
 # ---- regressions: bugs the fuzzer found, reduced ------------------------------------------

@@ -7,6 +7,11 @@ is right for the example's size alone, or, once exported again, one that fails i
 run-time checks at other sizes. :class:`SizeConditions` records such conditions while
 realify traces (decompose; ``run_decompositions`` for ONNX) and has the front end refuse the
 program, naming the size and the user's line.
+
+The trace runs as torch.export's own does, with the convolution backends (mkldnn, NNPACK,
+cuDNN) off: fake convolution's choice of a backend asks questions of the kernel and batch
+sizes (``k <= 3``, ``2 < k``) that only pick a memory format but, answered together, fix the
+kernel size of a weight whose dims are dynamic; torch.export's trace never asks them.
 """
 
 from __future__ import annotations
@@ -38,13 +43,24 @@ class SizeConditions:
         fake = next((x for x in values if isinstance(x, torch._subclasses.FakeTensor)), None)
         self.shape_env = fake.fake_mode.shape_env if fake is not None else None
         self.conditions: list[tuple[Any, str | None]] = []  # each condition, and the user's line
+        self.assumed: list[Any] = []
+        self._backends: list[bool] = []
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.within = tuple(os.path.join(package, *name.split("/")) + ("" if name.endswith(".py") else os.sep)
                             for name in within)
 
     def __enter__(self) -> SizeConditions:
+        self._backends = [enabled() for enabled, _ in _CONVOLUTION_BACKENDS]
+        for _, enable in _CONVOLUTION_BACKENDS:
+            enable(False)
         env = self.shape_env
         if env is not None:
+            # the program's own bounds, guarded by torch.export's trace of the complex program:
+            # where one fails, eager raises (a convolution's kernel fits its padded input). An
+            # equality or inequality guarded there picks a path the program takes at the
+            # example's sizes only (torch.cross's first dim of size 3), so it is no premise
+            self.assumed = [expr for guard in env.guards
+                            if isinstance(expr := env.replace(guard.expr), (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge))]
             check = env._check_frozen  # called with each condition ShapeEnv is about to guard on
 
             def recording(expr, concrete_val):
@@ -65,13 +81,16 @@ class SizeConditions:
     def __exit__(self, *exc: Any) -> None:
         if self.shape_env is not None:
             del self.shape_env._check_frozen
+        for (_, enable), was in zip(_CONVOLUTION_BACKENDS, self._backends):
+            enable(was)
 
     def refuse(self, ep: torch.export.ExportedProgram, error: Callable[[str], Exception]) -> None:
         """Raise ``error(described conditions)`` for the conditions on ``ep``'s dynamic sizes
         that do not hold over their whole ranges."""
         env = self.shape_env
         violated = [(cond, where) for cond, where in dict.fromkeys(self.conditions + self._pinned(ep))
-                    if cond.free_symbols & set(ep.range_constraints) and not holds_on_ranges(cond, ep)]
+                    if cond.free_symbols & set(ep.range_constraints)
+                    and not holds_on_ranges(cond, ep, self.assumed)]
         if not violated:
             return
 
@@ -85,9 +104,8 @@ class SizeConditions:
 
     def _pinned(self, ep: torch.export.ExportedProgram) -> list[tuple[Any, str | None]]:
         """Sizes the trace fixed to one value without one condition saying so: tests whose
-        either answer is right, each recorded as a hint, can together narrow a range to a
-        single value (fake convolution's choice of a backend asks ``k <= 3`` and ``2 < k``),
-        and ShapeEnv then replaces the size by that number."""
+        either answer is right, each recorded as a hint (``guard_or_false``), can together
+        narrow a range to a single value, and ShapeEnv then replaces the size by that number."""
         env = self.shape_env
         if env is None:
             return []
@@ -99,14 +117,16 @@ class SizeConditions:
         return pinned
 
 
+# (is enabled, enable) for mkldnn, NNPACK and cuDNN: only their on/off flag, which
+# torch.backends.*.flags would set together with their precision settings
+_CONVOLUTION_BACKENDS = ((torch._C._get_mkldnn_enabled, torch._C._set_mkldnn_enabled),
+                         (torch._C._get_nnpack_enabled, torch._C._set_nnpack_enabled),
+                         (torch._C._get_cudnn_enabled, torch._C._set_cudnn_enabled))
+
 # torch's guard_or_false / guard_or_true: a test whose either answer gives a right program (a
 # faster path or memory format where the size allows it), which torch.export itself drops once
 # frozen
 _HINTS = frozenset({"_guard_or", "guard_or_false", "guard_or_true"})
-# Tests whose either answer is right though they guard: fake convolution's choice of a backend
-# (torch._C._select_conv_backend, by kernel and batch size) only picks its output's memory
-# format. Several such answers can still fix a size together (SizeConditions._pinned)
-_HINTED_CHOICES = frozenset({("fake_impls.py", "conv")})
 
 
 def _pins_a_size(expr: Any, concrete_val: Any) -> bool:
@@ -131,17 +151,19 @@ def _either_answer_is_right() -> bool:
         if frame is None:
             return False
         code = frame.f_code
-        if code.co_name in _HINTS or (os.path.basename(code.co_filename), code.co_name) in _HINTED_CHOICES:
+        if code.co_name in _HINTS:
             return True
         frame = frame.f_back
     return False
 
 
-def holds_on_ranges(condition: Any, ep: torch.export.ExportedProgram) -> bool:
-    """Whether ``condition`` holds at every size of the program's ranges it is tried at: each
-    symbol at the first 64 values of its range, at powers of two and at random values up to
-    its bound, drawn jointly. A condition ShapeEnv cannot prove but that holds for every size
-    (``n - (n + 1) // 2 != 0`` for n >= 2: the last of two chunks is not empty) fixes nothing;
+def holds_on_ranges(condition: Any, ep: torch.export.ExportedProgram, assumed: Sequence[Any] = ()) -> bool:
+    """Whether ``condition`` holds at every size of the program's ranges it is tried at where
+    the ``assumed`` conditions on its symbols hold: each symbol at the first 64 values of its
+    range, at powers of two and at random values up to its bound, drawn jointly. A condition
+    ShapeEnv cannot prove but that holds for every size (``n - (n + 1) // 2 != 0`` for n >= 2:
+    the last of two chunks is not empty), or wherever the program's own conditions do (its
+    convolution's output size ``(h + 4 - k) // 2 + 3 > 0`` where ``h + 4 >= k``), fixes nothing;
     one that fixes or bounds a size fails at one of the first values past its bound."""
     gen = random.Random(0)
     symbols = sorted(condition.free_symbols, key=str)
@@ -157,9 +179,11 @@ def holds_on_ranges(condition: Any, ep: torch.export.ExportedProgram) -> bool:
     # the first points walk every symbol up its range together; the rest are random
     points = [{sym: candidates[sym][min(i, len(candidates[sym]) - 1)] if i < 70 else gen.choice(candidates[sym])
                for sym in symbols} for i in range(200)]
+    premises = [a for a in assumed if a.free_symbols and a.free_symbols <= set(symbols)]
     for point in points:
+        values = {sym: sympy.Integer(v) for sym, v in point.items()}
         try:
-            if not bool(condition.xreplace({sym: sympy.Integer(v) for sym, v in point.items()})):
+            if all(bool(a.xreplace(values)) for a in premises) and not bool(condition.xreplace(values)):
                 return False
         except (TypeError, ZeroDivisionError):
             return False

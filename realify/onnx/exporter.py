@@ -21,6 +21,7 @@ from ..rules._derivative import decompositions as pointwise_decompositions
 from .indexing import indexing_decompositions
 from .linalg import _without_error_checks, linalg_decompositions
 from .refusals import _check_onnx_forms, _needs_static_sizes
+from .strided import read_storage_roots
 from .translation_table import onnx_translation_table
 
 log = logging.getLogger("realify")
@@ -137,6 +138,7 @@ def to_onnx(
         ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions(),
                                                            **indexing_decompositions()})
     conditions.refuse(exported, _needs_static_sizes)
+    read_storage_roots(ep)
     _check_onnx_forms(ep)
     onnx_options.setdefault("opset_version", OPSET)
     onnx_options.setdefault("verbose", False)

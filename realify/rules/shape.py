@@ -299,13 +299,22 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
         return aten.as_strided_scatter.default(self, parts(src)[0].to(self.dtype), size, stride, storage_offset)
     self = _as_complex(self)
     (re, scale, _), (im, _, _) = _storage_map(self)
+    base = torch.stack([re, im], -1)
     strides = [2 * s for s in _complex_strides(re, scale)] + [1]
-    base = torch.empty_strided([*re.shape, 2], strides, dtype=re.dtype, device=re.device)
-    base = base.copy_(torch.stack([re, im], -1))  # copy_, not aten.copy: autograd differentiates copy_
+    if not _same_strides(strides, base.stride()):
+        # copy_, not aten.copy: autograd differentiates copy_. A contiguous self needs no copy
+        # (and no strides read from sizes, which ONNX has no operator for)
+        base = torch.empty_strided([*re.shape, 2], strides, dtype=re.dtype, device=re.device).copy_(base)
     pairs = torch.stack(both_parts(src, re.dtype), -1)
     offset = None if storage_offset is None else 2 * storage_offset
     out = aten.as_strided_scatter.default(base, pairs, [*size, 2], [2 * s for s in stride] + [1], offset)
     return ComplexTensor(out[..., 0], out[..., 1])
+
+
+def _same_strides(a: list, b: tuple) -> bool:
+    # equal for every size the symbols may take: no guard (a size-1 dim's stride is free)
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
 
 
 def _as_complex(x: Any) -> ComplexTensor:
