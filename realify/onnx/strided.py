@@ -12,6 +12,8 @@ elements from the tensor that view was taken of: the pairs, which are their stor
 from __future__ import annotations
 
 import torch
+from torch._prims_common import is_contiguous_or_false
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 aten = torch.ops.aten
 
@@ -37,6 +39,5 @@ def read_storage_roots(ep: torch.export.ExportedProgram) -> None:
 
 
 def _is_own_storage(value: torch.Tensor) -> bool:
-    # contiguous at offset 0 for every size it may take (a symbolic size: statically known)
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-    return statically_known_true(value.storage_offset() == 0) and value.is_contiguous()
+    # contiguous at offset 0 for every size it may take: neither test guards on a symbolic size
+    return statically_known_true(value.storage_offset() == 0) and is_contiguous_or_false(value)

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..runtime.complex_tensor import ComplexTensor
@@ -313,7 +314,6 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
 
 def _same_strides(a: list, b: tuple) -> bool:
     # equal for every size the symbols may take: no guard (a size-1 dim's stride is free)
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
     return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
 
 
