@@ -175,7 +175,7 @@ def realify_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *, inner:
         # does under the default backend
         log.warning("eager refuses %s in the graph%s; it runs as captured, raising eager's error",
                     refused_op, _first_source_line(captured))
-        return _naming_the_line(captured.forward, err)
+        return _naming_the_line(_generated_forward(captured), err)
     signature = signature_of(real_gm)
     real_examples = [_split_example(x, layout) if c else x
                      for x, c, layout in zip(trace_inputs, signature.input_complex, layouts)]
@@ -360,6 +360,18 @@ def _naming_the_line(run: Callable, refusal: BaseException) -> Callable:
             raise
 
     return captured
+
+
+def _generated_forward(gm: fx.GraphModule) -> Callable:
+    """Return ``gm``'s generated code, to call without fx's module call.
+
+    That call prints the graph's code and the failing line to stderr for any error, where
+    eager's raise prints nothing. A lazily recompiled graph (dynamo's) gets its code first.
+    """
+    real_recompile = getattr(gm, "real_recompile", None)
+    if real_recompile is not None:
+        real_recompile()
+    return type(gm).forward.__get__(gm)
 
 
 def _first_source_line(gm: fx.GraphModule) -> str:

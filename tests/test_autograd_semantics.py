@@ -600,3 +600,43 @@ def test_a_real_tensor_overwritten_by_a_complex_copy_keeps_eagers_connection(fro
     for g, e in zip((w.grad, z.grad), expected):
         assert g is not None, "a gradient eager gives is None"
         torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+# ---- second derivatives: torch.compile's own limit, as the default backend meets it ----------
+
+
+def _gradient_norm_inside(z):
+    # a gradient taken with create_graph inside the compiled function (a gradient penalty)
+    y = (z.exp() * z).abs().sum()
+    (g,) = torch.autograd.grad(y, z, create_graph=True)
+    return g.abs().sum()
+
+
+def _gradient_norm_outside(compiled, z):
+    # create_graph over the compiled function's output, then a second backward through it
+    (g,) = torch.autograd.grad(compiled(z), z, create_graph=True)
+    g.abs().sum().backward()
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_second_derivative_raises_as_the_default_backend_does(where, fresh_dynamo):
+    """AOTAutograd compiles no double backward, for the default backend either: realify raises
+    torch's own error (docs/limits.md), never a wrong second derivative. Eager's value is the
+    reference that shows the program has one."""
+    def first(z):
+        return (z.exp() * z).abs().sum()
+
+    def run(backend):
+        z = torch.randn(4, dtype=C64, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        if where == "inside":
+            torch.compile(_gradient_norm_inside, backend=backend)(z).backward()
+        else:
+            _gradient_norm_outside(torch.compile(first, backend=backend), z)
+        return z.grad
+
+    assert torch.isfinite(run("eager")).all()  # dynamo alone, no AOTAutograd: eager's second derivative
+    with pytest.raises(RuntimeError) as default:
+        run("aot_eager")
+    torch._dynamo.reset()
+    with pytest.raises(type(default.value), match="does not currently support double backward"):
+        run("realify")

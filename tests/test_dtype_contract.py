@@ -2,7 +2,9 @@
 writes one tensor into another, in-place arithmetic, and each complex OpInfo entry with two or
 more tensor operands, called with one operand changed to every other dtype eager meets (real,
 complex of every width, integer, boolean, a Python complex number, a 0-d tensor; the matrix is
-realify/tools/dtype_mix.py). The outcome of every call is eager's: a value of eager's dtype,
+realify/tools/dtype_mix.py); and each OpInfo entry that takes float32 and not complex64, called
+on complex operands (eager's kernels refuse them, their meta kernels, which every trace runs, do
+not). The outcome of every call is eager's: a value of eager's dtype,
 shape and values, or an exception of eager's type. The eager ComplexTensor front end runs the
 whole matrix; the compile backend and realify.export, which reach the same check through the
 same rule entry (apply_checked), run every construct and alternate strides of the OpInfo
@@ -40,6 +42,19 @@ KNOWN = {
     # a ComplexTensor's shape is fixed at creation: resize_as_ to another shape is a named
     # NotImplementedError (docs/limits.md)
     "resize_as_": (("eager", ""),),
+    # real-only entries on complex operands (test_real_only_entries): the probes of eager's
+    # kernel (realify/rules/_contract.py) have sizes of at most 3, and this sample's output size
+    # is 3 x 3, where the antialiased kernel copies its input without dispatching on the dtype
+    "_upsample_bilinear2d_aa": ((None, ""),),
+    # the probes' lengths (0 or 1 each) fail segment_reduce's check of their sum first, for
+    # real operands too: realify raises that RuntimeError, eager its dtype refusal
+    "_segment_reduce.lengths": ((None, ""),),
+    "_segment_reduce.offsets": ((None, ""),),
+    # the sample is empty, which eager's kernel returns before dispatching on the dtype; at any
+    # other size eager refuses complex searchsorted, and realify has no rule for it (a named error)
+    "searchsorted": ((None, "complex64[0], complex64[0]"),),
+    # a sparse CSR operand: realify.export takes strided tensors only (docs/export.md)
+    "sparse.mm.reduce": (("export", ""),),
 }
 # realify.export takes complex64 and complex128 values only: a complex32 operand is a named
 # RealifyError, every construct alike (docs/export.md)
@@ -168,6 +183,19 @@ def test_opinfo_entries_exported(op, fresh_dynamo):
     _check_all(dtype_mix.opinfo_cases(op, COMPILED_KINDS), "export")
 
 
+# OpInfo entries whose CPU kernels take float32 and not complex64, on complex operands: eager's
+# kernel refuses the dtype (its meta kernel, and so every trace, does not), and realify raises
+# eager's exception in every front end; where eager's kernels take complex after all, eager's value
+@pytest.mark.parametrize("front_end", ["eager", "compile", "export"])
+@pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op))
+                                for op in dtype_mix.real_only_entries()[::8 if COMPAT else 1]])
+def test_real_only_entries_on_complex_operands(op, front_end, fresh_dynamo):
+    cases = dtype_mix.real_only_cases(op)
+    if not cases:
+        pytest.skip(f"{op_id(op)}'s float32 sample has no floating tensor or dtype to make complex")
+    _check_all(cases, front_end)
+
+
 # OpInfo's error inputs, their floating tensors made complex: the exception type eager raises
 @pytest.mark.parametrize("op", [pytest.param(op, id=op_id(op)) for op in dtype_mix.error_entries()])
 def test_error_inputs_eager_front_end(op):
@@ -209,6 +237,25 @@ def test_a_refusal_names_the_users_line(fresh_dynamo):
     assert type(compiled.value) is type(eager.value)
     with pytest.raises(RuntimeError, match=r"(?s)expected m1 and m2 to have the same dtype.*test_dtype_contract\.py"):
         realify.export(program, (x, w))
+
+
+def test_a_kernels_refusal_of_complex_is_raised_with_nothing_printed(fresh_dynamo, capfd):
+    """An op whose CPU kernel takes no complex operand (``spherical_bessel_j0``; its meta kernel takes one):
+    the compile backend runs the captured graph, which raises eager's exception with the
+    user's line, and prints nothing (fx's module call would print the graph's code to stderr)."""
+    import realify
+
+    def program(z):
+        return torch.special.spherical_bessel_j0(z)
+
+    z = torch.randn(3, dtype=torch.complex64)
+    with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
+        program(z)
+    capfd.readouterr()
+    refused = r"(?s)\"spherical_bessel_j0_cpu\" not implemented.*test_dtype_contract\.py:\d+"
+    with pytest.raises(NotImplementedError, match=refused):
+        realify.compile(program, inner="eager")(z)
+    assert "FX-traced Module" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("call", ["aten.convolution", "aten._convolution"])

@@ -20,7 +20,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     overflow, ``expm1``/``log1p``/``atan2`` without cancellation near 0, istft's overlap-add
     and a Cholesky factorization, which ONNX lacks, and the ops torch.onnx translates wrongly
     at dynamic sizes (``roll`` by a size-dependent shift, ``mean`` over every dim, ``im2col``
-    of an empty batch), and ``masked_select``, which it lacks. :func:`to_onnx` passes them
+    and ``cat`` of an empty batch), and ``masked_select``, which it lacks. :func:`to_onnx` passes them
     itself; pass
     them to ``torch.onnx.export`` to export a program of :func:`realify.export` directly.
 
@@ -57,6 +57,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     from .cholesky import linalg_cholesky_ex
     from .contractions import trilinear
     from .fft import fft_c2c, fft_c2c_pairs, fft_c2r, fft_r2c, fft_r2c_pairs
+    from .joins import cat
     from .masked_select import masked_select
     from .overlap_add import unfold_backward
     from .pointwise import atan2, copysign, expm1, hypot, log1p, signbit, straight_through, where
@@ -107,4 +108,6 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         torch.ops.aten.roll.default: roll,
         # torch.onnx has no translation; realify's rule for a complex masked_select writes a real one
         torch.ops.aten.masked_select.default: masked_select,
+        # torch.onnx drops each input of zero size and fails where all are (an empty batch)
+        torch.ops.aten.cat.default: cat,
     }

@@ -51,20 +51,29 @@ def refusal(func: OpOverload, args: tuple, kwargs: dict,
     if func in _NO_COMPLEX_CPU_KERNEL and _complex_on_cpu(leaves) and not _written_by_autocast():
         return eager_error(func, args, kwargs, where)
     dtypes = {x.dtype for x in leaves if isinstance(x, torch.Tensor)}
+    if _complex_on_cpu(leaves) and func not in _WRITTEN_BY_DECOMPOSITIONS:
+        error = _cached((func, "kernel", tuple(_signature(x) for x in leaves)),
+                        lambda: _kernel_refuses_complex(func, leaves, spec))
+        if error is not None:
+            return _as_raised(func, error, where, dtypes or {x for x in leaves if isinstance(x, torch.dtype)})
     # operands of two or more dtypes, or complex32 ones (which few CPU kernels take)
     if len(dtypes) < 2 and torch.complex32 not in dtypes:
         return None
-    key = (func, tuple(_signature(x) for x in leaves))
-    try:
-        error = _CACHE[key]
-    except KeyError:
-        error = _probe(func, leaves, spec, dtypes)
-        if len(_CACHE) >= _CACHE_LIMIT:
-            _CACHE.clear()
-        _CACHE[key] = error
-    except TypeError:  # an argument that does not hash
-        error = _probe(func, leaves, spec, dtypes)
+    error = _cached((func, tuple(_signature(x) for x in leaves)), lambda: _probe(func, leaves, spec, dtypes))
     return _as_raised(func, error, where, dtypes) if error is not None else None
+
+
+def _cached(key: Any, probe: Callable[[], BaseException | None]) -> BaseException | None:
+    # a probe's outcome, once per op and operand signature
+    try:
+        return _CACHE[key]
+    except KeyError:
+        error = _CACHE[key] = probe()
+        if len(_CACHE) > _CACHE_LIMIT:
+            _CACHE.clear()
+        return error
+    except TypeError:  # an argument that does not hash
+        return probe()
 
 
 # ops whose eager CPU kernels take no complex operand, though their meta kernels do: a complex
@@ -75,8 +84,53 @@ _NO_COMPLEX_CPU_KERNEL = frozenset({torch.ops.aten.convolution.default, torch.op
 
 
 def _complex_on_cpu(leaves: list) -> bool:
+    # a complex operand, or a factory's complex dtype, with every tensor (and device) on the CPU
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    return any(x.is_complex() for x in tensors) and all(x.device.type == "cpu" for x in tensors)
+    made_complex = not tensors and any(isinstance(x, torch.dtype) and x.is_complex for x in leaves)
+    return ((made_complex or any(x.is_complex() for x in tensors))
+            and all(x.device.type == "cpu" for x in tensors)
+            and all(x.type == "cpu" for x in leaves if isinstance(x, torch.device)))
+
+
+# ops that torch's own decompositions write on complex values where eager's kernel for the op
+# the program called never reaches them: dropout's decomposition (torch >= 2.15) draws its mask
+# with bernoulli on the complex input, which eager's dropout kernel draws as a real tensor. Their
+# rules compute them (realify/rules/creation.py); a direct complex torch.bernoulli, which eager
+# refuses, computes too (docs/limits.md)
+_WRITTEN_BY_DECOMPOSITIONS = frozenset({torch.ops.aten.bernoulli.p})
+
+# the message of ATen's dtype dispatch where a kernel has no instance for the dtype: eager's
+# refusal of the dtype itself, whatever the values
+_NO_KERNEL_FOR = ("not implemented for 'ComplexFloat'", "not implemented for 'ComplexDouble'",
+                  "not implemented for 'ComplexHalf'")
+
+
+def _kernel_refuses_complex(func: OpOverload, leaves: list, spec) -> BaseException | None:
+    """Eager's error where its kernel for ``func`` takes no complex operand (``mse_loss``,
+    ``maximum``, ``sort``, ``arange`` of a complex dtype), though the meta kernel, and so every
+    trace, takes one.
+
+    The call runs on probes of the operands' own dtypes (a factory's numbers made 1, so that it
+    makes one element at most). ATen's dtype-dispatch error is the refusal; so is any error at
+    both fills where the same probes at the real counterparts of the complex dtypes run (a
+    check of the kernel's own, ``maximum``'s TypeError): the complex dtype is what eager
+    refuses, not the probes' sizes or values.
+    """
+    if not any(isinstance(x, torch.Tensor) for x in leaves):
+        leaves = [1 if isinstance(x, (int, float, *_SYMBOLIC)) and not isinstance(x, bool) else x for x in leaves]
+    with _probing():
+        # one probe for the calls eager runs (almost all): the second fill only after a failure
+        error = _run_probes(func, leaves, spec, lambda i, x: x.dtype, _FILLS[0])
+        if error is None:
+            return None
+        if isinstance(error, NotImplementedError) and any(m in str(error) for m in _NO_KERNEL_FOR):
+            return error
+        if _run_probes(func, leaves, spec, lambda i, x: x.dtype, _FILLS[1]) is None:
+            return None
+        real = [x.to_real() if isinstance(x, torch.dtype) and x.is_complex else x for x in leaves]
+        if any(_run_probes(func, real, spec, lambda i, x: x.dtype.to_real(), fill) is None for fill in _FILLS):
+            return error
+    return None
 
 
 # the node annotation (``meta["custom"]``) realify/passes/autocast.py puts on a complex product
@@ -266,7 +320,9 @@ def _concrete(x: Any) -> Any:
 def _probing():
     # plain CPU tensors and eager kernels: no fake mode, no tracing, no rule table routing, no
     # functorch transform (the trace's functionalization would turn an in-place probe functional)
+    # and the CPU generator's state kept: a probe of a random op must not move the numbers the
+    # program draws after it
     with unset_fake_temporarily(), disable_proxy_modes_tracing(), _disable_current_modes(), torch.no_grad(), \
-            temporarily_clear_interpreter_stack(), warnings.catch_warnings():
+            temporarily_clear_interpreter_stack(), warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
         warnings.simplefilter("ignore")
         yield

@@ -349,7 +349,8 @@ def check_contract(gm: torch.fx.GraphModule, where: Callable[[torch.fx.Node], st
         if node.op != "call_function" or not isinstance(node.target, OpOverload):
             continue
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
-        if not any(isinstance(x, torch.Tensor) and x.is_complex() for x in tree_leaves((args, kwargs))):
+        if not any((isinstance(x, torch.Tensor) and x.is_complex()) or (isinstance(x, torch.dtype) and x.is_complex)
+                   for x in tree_leaves((args, kwargs))):  # a complex operand, or a factory's complex dtype
             continue
         error = refusal(node.target, args, kwargs, where=functools.partial(where, node))
         if error is not None:

@@ -9,6 +9,8 @@ bool tensors. Selection (where, masked_fill, fill) acts on both parts with the s
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import real_dtype
@@ -107,13 +109,47 @@ def masked_fill(self, mask, value):
     if isinstance(value, torch.Tensor) and value.dim() != 0:
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.dim()} dimension(s).")
+    if not self.dtype.is_complex:
+        return torch.where(mask, _as_scalar_of(value, self.dtype).to(self.device), self)
     return _select(mask, value, self, self.dtype)
+
+
+def _as_scalar_of(value, dtype: torch.dtype) -> torch.Tensor:
+    # a complex value converted to a real (integer, boolean) dtype as eager converts a scalar:
+    # true where either part is nonzero for bool; else the real part, refusing a nonzero
+    # imaginary part ("overflow"), which only a value read here can show (a trace's fake
+    # kernel raises there itself, as eager does)
+    vr, vi = parts(value)
+    if dtype is torch.bool:
+        return torch.as_tensor(_truth(value))
+    if vi is not None and _known_nonzero(vi):
+        raise RuntimeError(f"value cannot be converted to type {_C_TYPE_NAMES.get(dtype, dtype)} without overflow")
+    return torch.as_tensor(vr).to(dtype)
+
+
+# the C++ names eager's conversion error gives dtypes
+_C_TYPE_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+                 torch.bfloat16: "c10::BFloat16", torch.int64: "int64_t", torch.int32: "int", torch.int16: "int16_t",
+                 torch.int8: "int8_t", torch.uint8: "uint8_t"}
+
+
+def _known_nonzero(x) -> bool:
+    # a number, or a tensor holding a value (not a trace's fake or proxied one), that is nonzero
+    if not isinstance(x, torch.Tensor):
+        return x != 0
+    if isinstance(x, FakeTensor) or get_proxy_mode() is not None or torch._C._is_functional_tensor(x):
+        return False
+    return bool(x != 0)
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor)
 def fill(self, value):
+    # every element the value, in self's dtype: a real self takes a complex value's real part,
+    # as eager's cast does (the rule meets a real self where the value alone is complex)
     re, im = parts(self)
     vr, vi = parts(value, re.dtype)
+    if im is None:
+        return torch.zeros_like(re) + vr
     return complex_like(torch.zeros_like(re) + vr, torch.zeros_like(im) + _zero_if_none(vi), self.dtype)
 
 

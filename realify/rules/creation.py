@@ -183,6 +183,12 @@ def bernoulli_p(self, p=0.5, *, generator=None):
     return ComplexTensor(mask, torch.zeros_like(mask))
 
 
+@register(aten.normal.float_float)
+def normal_of_size(mean, std, size, *, generator=None, dtype=None, device=None, **_):
+    # torch.normal(mean, std, size, dtype=complex): each part ~ N(mean, std^2 / 2), as randn's
+    return complex_normal(size, mean, std, generator=generator, dtype=dtype, device=device)
+
+
 @register(aten.normal_.default)
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     # no functional variant aten.normal.default exists for the generic in-place path

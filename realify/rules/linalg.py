@@ -100,6 +100,21 @@ register(aten.addr.default)(_add_product_rule(torch.outer))
 register(aten.addbmm.default)(_add_product_rule(_batched_mm_sum))
 
 
+@register(aten._trilinear.default)
+def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    # nn.Bilinear's x1ᵀ W x2: sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand
+    # dims (one rank, where they broadcast), written as one einsum, whose complex products
+    # are the GEMMs above rather than a broadcast product; unroll_dim only orders ATen's loops
+    dims = range(i1.dim() + len(expand1))
+    letter = {d: chr(ord("a") + d) for d in dims}
+
+    def subscript(omitted):
+        return "".join(letter[d] for d in dims if d not in omitted)
+
+    equation = f"{subscript(expand1)},{subscript(expand2)},{subscript(expand3)}->{subscript(sumdim)}"
+    return torch.einsum(equation, i1, i2, i3)
+
+
 @register(aten.linalg_cross.default)
 @promoted("self", "other")
 def linalg_cross(self, other, *, dim=-1):

@@ -22,7 +22,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..runtime.complex_tensor import ComplexTensor
-from ..runtime.dtypes import REAL_TO_COMPLEX, real_dtype
+from ..runtime.dtypes import real_dtype
 from . import register, register_each
 from ._operands import combine_parts, parts, result_dtype
 
@@ -236,23 +236,25 @@ register_each(functional_overloads(aten.slice_scatter, aten.select_scatter, aten
 
 @register(*_VIEW_DTYPE)
 def view_dtype(self, dtype):
-    """Return the view of a complex tensor as its real dtype, or of a real tensor as its complex dtype."""
-    # complex (n) <-> its real dtype (2n), interleaved: [a0, b0, a1, b1, ...]
-    if isinstance(self, ComplexTensor) and dtype == self.re.dtype:
-        if self.dim() == 0:
-            raise RuntimeError("view(dtype) of a 0-dim complex tensor as its real dtype is not supported "
-                               "(eager PyTorch rejects it too); use torch.view_as_real")
-        return torch.stack([self.re, self.im], dim=-1).flatten(-2)
+    """Return the view of a tensor's bits as ``dtype``, a complex tensor's or a complex dtype's."""
+    # a complex tensor of n elements is its real dtype's 2n, interleaved: [a0, b0, a1, b1, ...];
+    # where the element sizes differ (complex64 as float64, float64 as complex64), that
+    # interleaved real tensor is viewed as the other real dtype, as eager reinterprets bytes
     if isinstance(self, ComplexTensor) and dtype == self.dtype:
         return self
-    if not isinstance(self, ComplexTensor) and REAL_TO_COMPLEX.get(self.dtype) == dtype:
-        if self.dim() == 0 or self.shape[-1] % 2:
-            raise RuntimeError(f"view(dtype={dtype}) needs an even last dimension, got shape {tuple(self.shape)}")
-        return ComplexTensor(self[..., 0::2], self[..., 1::2])
-    raise RuntimeError(
-        f"view(dtype={dtype}) of a {self.dtype} tensor reinterprets bits across element sizes; realify only "
-        f"supports views between a complex dtype and its real dtype. Use .to({dtype}) to convert values instead"
-    )
+    if isinstance(self, ComplexTensor):
+        if self.dim() == 0:
+            raise RuntimeError("view(dtype) of a 0-dim complex tensor as another dtype is not supported "
+                               "(eager PyTorch rejects it too); use torch.view_as_real")
+        interleaved = torch.stack([self.re, self.im], dim=-1).flatten(-2)
+        return interleaved if dtype == interleaved.dtype else view_dtype(interleaved, dtype)
+    if not dtype.is_complex:
+        return self.view(dtype)
+    interleaved = self if self.dtype == real_dtype(dtype) else self.view(real_dtype(dtype))
+    if interleaved.dim() == 0 or interleaved.shape[-1] % 2:
+        raise RuntimeError(f"view(dtype={dtype}) needs an even number of {real_dtype(dtype)} elements in the last "
+                           f"dimension, got shape {tuple(interleaved.shape)}")
+    return ComplexTensor(interleaved[..., 0::2], interleaved[..., 1::2])
 
 
 # ---- as_strided: strides are in units of complex elements of the storage ------------------
