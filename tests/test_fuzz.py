@@ -54,8 +54,9 @@ match the complex128 result instead. Everywhere else nan and +-inf must sit in t
 as eager's. Signs of zeros are not compared: they differ by design in C99 addition and division (docs/numerics.md).
 
 Deliberate differences are excluded by construction, not by looser comparisons; each
-generator says where (``C99`` in the comments below). The bounded run is part of the default
-suite; ``-m fuzz_long`` runs 2000+ programs more through both front ends, and 500 drawn for export.
+generator says where (``C99`` in the comments below). The bounded run, part of the default
+suite, takes each of its 200 programs through both front ends (12 more through Inductor);
+``-m fuzz_long`` runs 2000+ programs more through both front ends, and 500 drawn for export.
 """
 
 from __future__ import annotations
@@ -1396,10 +1397,14 @@ _COMMON = dict(derandomize=True, deadline=None, database=None, print_blob=False,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 
+# Each program through every front end: compiled (at three shapes where drawn so) and, without
+# an eager island, exported with every input dim dynamic and called at other sizes, one
+# complex64 program in six in ONNX Runtime (an export takes about a second, an ONNX export
+# seconds: 200 programs take about 7 minutes on two cores)
 @settings(max_examples=int(os.environ.get("REALIFY_FUZZ_EXAMPLES", "200")), **_COMMON)
-@given(programs())
+@given(programs(every_front_end=True))
 def test_fuzz_eager_inner(program):
-    check_program(program, inner="eager")
+    check_every_front_end(program, inner="eager")
 
 
 # Inductor compiles take seconds each (about 10 s for a program and its backward on 2 cores):
@@ -1408,16 +1413,6 @@ def test_fuzz_eager_inner(program):
 @given(programs(mutation=False, grads=False, max_ops=5))
 def test_fuzz_inductor(program):
     check_program(program, inner="inductor")
-
-
-# An export takes about a second (two traces and the decomposition), each size a few eager runs
-# more; an ONNX export takes seconds: one complex64 program in six runs in ONNX Runtime. Eager
-# torch.cond compiles its branches with dynamo at every call (0.3 s; some 30 calls for a program
-# at five sizes): the bounded run leaves it to the long run
-@settings(max_examples=int(os.environ.get("REALIFY_FUZZ_EXPORT_EXAMPLES", "20")), **_COMMON)
-@given(programs(export=True, control=False))
-def test_fuzz_export(program):
-    check_every_front_end(program)
 
 
 # The long runs take each program through every front end: compiled (at three shapes where
