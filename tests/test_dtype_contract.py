@@ -42,12 +42,9 @@ KNOWN = {
     # a ComplexTensor's shape is fixed at creation: resize_as_ to another shape is a named
     # NotImplementedError (docs/limits.md)
     "resize_as_": (("eager", ""),),
-    # real-only entries on complex operands (test_real_only_entries): the probes of eager's
-    # kernel (realify/rules/_contract.py) have sizes of at most 3, and this sample's output size
-    # is 3 x 3, where the antialiased kernel copies its input without dispatching on the dtype
-    "_upsample_bilinear2d_aa": ((None, ""),),
-    # the probes' lengths (0 or 1 each) fail segment_reduce's check of their sum first, for
-    # real operands too: realify raises that RuntimeError, eager its dtype refusal
+    # real-only entries on complex operands (test_real_only_entries_on_complex_operands): the
+    # probes' lengths (0 or 1 each) fail segment_reduce's check of their sum first, for real
+    # operands too: realify raises that RuntimeError, eager its dtype refusal
     "_segment_reduce.lengths": ((None, ""),),
     "_segment_reduce.offsets": ((None, ""),),
     # the sample is empty, which eager's kernel returns before dispatching on the dtype; at any
@@ -55,6 +52,14 @@ KNOWN = {
     "searchsorted": ((None, "complex64[0], complex64[0]"),),
     # a sparse CSR operand: realify.export takes strided tensors only (docs/export.md)
     "sparse.mm.reduce": (("export", ""),),
+    # average pooling and interpolation of complex tensors: realify's rules compute the op on
+    # each part where eager's kernels have no complex instance (realify/rules/pooling.py,
+    # docs/limits.md; tests/test_pooling.py checks the values)
+    **{f"nn.functional.{name}": ((None, ""),) for name in (
+        "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "local_response_norm",
+        "upsample_bilinear", "upsample_nearest", *(f"interpolate.{mode}" for mode in (
+            "nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")))},
+    "_upsample_bilinear2d_aa": ((None, ""),),
 }
 # realify.export takes complex64 and complex128 values only: a complex32 operand is a named
 # RealifyError, every construct alike (docs/export.md)

@@ -41,17 +41,25 @@ _CACHE_LIMIT = 4096
 
 
 def refusal(func: OpOverload, args: tuple, kwargs: dict,
-            where: Callable[[], str | None] | None = None) -> BaseException | None:
+            where: Callable[[], str | None] | None = None, *, ruled: bool = False) -> BaseException | None:
     """The exception eager raises for ``func(*args, **kwargs)`` where it refuses the operands'
     dtypes (of eager's own type and message, with ``where()``, the user's line, appended; its
-    ``eager_refusal`` attribute names the op), or None where it does not."""
+    ``eager_refusal`` attribute names the op), or None where it does not.
+
+    ``ruled``: a rule of realify's own decides the op on complex operands. Its kernel's refusal
+    of the complex dtype is then not asked: the rule says what the op is on complex values
+    (average pooling and interpolation per part, where eager has no complex kernel; max
+    pooling's named error). Without one, the op's complex value would come from a
+    decomposition eager never runs on complex values (``mse_loss``'s ``(x - y)^2``).
+    """
     if func.namespace != "aten":
         return None
     leaves, spec = tree_flatten((args, kwargs))
-    if func in _NO_COMPLEX_CPU_KERNEL and _complex_on_cpu(leaves) and not _written_by_autocast():
+    by_realify = _written_by_autocast()
+    if func in _NO_COMPLEX_CPU_KERNEL and _complex_on_cpu(leaves) and not by_realify:
         return eager_error(func, args, kwargs, where)
     dtypes = {x.dtype for x in leaves if isinstance(x, torch.Tensor)}
-    if _complex_on_cpu(leaves) and func not in _WRITTEN_BY_DECOMPOSITIONS:
+    if _complex_on_cpu(leaves) and not ruled and not by_realify:
         error = _cached((func, "kernel", tuple(_signature(x) for x in leaves)),
                         lambda: _kernel_refuses_complex(func, leaves, spec))
         if error is not None:
@@ -91,13 +99,6 @@ def _complex_on_cpu(leaves: list) -> bool:
             and all(x.device.type == "cpu" for x in tensors)
             and all(x.type == "cpu" for x in leaves if isinstance(x, torch.device)))
 
-
-# ops that torch's own decompositions write on complex values where eager's kernel for the op
-# the program called never reaches them: dropout's decomposition (torch >= 2.15) draws its mask
-# with bernoulli on the complex input, which eager's dropout kernel draws as a real tensor. Their
-# rules compute them (realify/rules/creation.py); a direct complex torch.bernoulli, which eager
-# refuses, computes too (docs/limits.md)
-_WRITTEN_BY_DECOMPOSITIONS = frozenset({torch.ops.aten.bernoulli.p})
 
 # the message of ATen's dtype dispatch where a kernel has no instance for the dtype: eager's
 # refusal of the dtype itself, whatever the values

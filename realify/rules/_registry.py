@@ -301,6 +301,17 @@ def one_argument_functions() -> dict[str, OneArgument]:
     return {rule.name: rule for rule in _TABLE.values() if isinstance(rule, OneArgument)}
 
 
+def has_own_rule(func: OpOverload) -> bool:
+    """Tell whether a rule of realify's own decides ``func`` on complex operands.
+
+    Directly, or through its functional variant; not PyTorch's decomposition, not nothing.
+    """
+    if lookup(func) is not None:
+        return True
+    functional = _functional_variant(func)
+    return functional is not None and lookup(functional) is not None
+
+
 def describe_rule(func: OpOverload) -> str | None:
     """Return what :func:`apply_rule` runs for ``func``, in words.
 
@@ -352,7 +363,8 @@ def check_contract(gm: torch.fx.GraphModule, where: Callable[[torch.fx.Node], st
         if not any((isinstance(x, torch.Tensor) and x.is_complex()) or (isinstance(x, torch.dtype) and x.is_complex)
                    for x in tree_leaves((args, kwargs))):  # a complex operand, or a factory's complex dtype
             continue
-        error = refusal(node.target, args, kwargs, where=functools.partial(where, node))
+        error = refusal(node.target, args, kwargs, where=functools.partial(where, node),
+                        ruled=has_own_rule(node.target))
         if error is not None:
             raise error
 
@@ -366,7 +378,7 @@ def apply_checked(func: OpOverload, args: tuple, kwargs: dict, where: Callable[[
     """
     depth = getattr(_nesting, "depth", 0)
     if depth == 0 and not getattr(_nesting, "checked_before", False):
-        error = refusal(func, args, kwargs, where) if isinstance(func, OpOverload) else None
+        error = refusal(func, args, kwargs, where, ruled=has_own_rule(func)) if isinstance(func, OpOverload) else None
         if error is not None:
             raise error
     _nesting.depth = depth + 1

@@ -17,6 +17,9 @@ from . import register
 from ._operands import stacked_pairs
 
 aten = torch.ops.aten
+# ATen's names of the complex dtypes, as its errors give them
+_SCALAR_TYPE_NAMES = {torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
+                      torch.complex128: "ComplexDouble"}
 
 
 @register(aten._fft_c2c.default)
@@ -28,6 +31,8 @@ def fft_c2c(self, dim, normalization, forward):
 @register(aten._fft_r2c.default)
 def fft_r2c(self, dim, normalization, onesided):
     # real x -> X[k] = scale * sum_n x[n] exp(-2 pi i k n / N), k = 0 .. N//2 when onesided
+    if isinstance(self, ComplexTensor):  # a complex input (ihfftn's), as eager's kernel refuses it
+        raise TypeError(f"Only supports floating-point dtypes, but found: {_SCALAR_TYPE_NAMES[self.dtype]}")
     return ComplexTensor(*ops.fft_r2c(self, list(dim), normalization, onesided))
 
 
