@@ -738,8 +738,11 @@ class Builder:
 
     def op_roundtrip(self) -> None:
         v = self.pick()
-        how = self.draw(st.sampled_from(["swap", "scale", "parts", "complex"]))
-        if how == "swap":  # (re, im) -> (im, re) through the pairs
+        how = self.draw(st.sampled_from(["swap", "scale", "parts", "complex"] + ["bits"] * bool(v.shape)))
+        if how == "bits":  # complex64's bits as float64 (one element size, any layout), reversed: z.flip(-1)
+            self.emit(f"({v.name}.view(torch.float64).flip(-1).view(torch.complex64) if {v.name}.dtype == "
+                      f"torch.complex64 else {v.name}.flip(-1))", v.bound, signed=v.signed)
+        elif how == "swap":  # (re, im) -> (im, re) through the pairs
             self.emit(f"torch.view_as_complex(torch.view_as_real({v.name}).flip(-1).contiguous())", v.bound,
                       signed=v.signed)
         elif how == "scale":  # real arithmetic on the pairs (all real: no mixed real/complex op)

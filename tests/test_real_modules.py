@@ -130,6 +130,16 @@ KNOWN_OPS: dict[str, str] = {
         "realify's trace writes a bilinear upsampling as core ATen's index arithmetic (the Python decomposition of "
         "upsample_bilinear2d.vec), where torch.export keeps upsample_bilinear2d, a core ATen op"),
     "nn.functional.upsample_bilinear": "as nn.functional.interpolate.bilinear",
+    "nn.functional.interpolate.trilinear": (
+        "realify's trace keeps upsample_trilinear3d, where torch.export's program in core ATen is its index "
+        "arithmetic: the same values, other ops"),
+    "nn.functional.interpolate.nearest-exact": (
+        "realify's trace keeps aten._upsample_nearest_exact1d.default, which torch.onnx has no translation of, "
+        "where torch.export's program in core ATen is its index arithmetic: realify.onnx.to_onnx fails"),
+    "nn.functional.linear": (
+        "realify's trace writes this sample's linear as mm, add, unsqueeze and squeeze, where torch.export's "
+        "program is addmm and views: the same values, other ops"),
+    "narrow_copy": "realify's trace writes narrow_copy as a slice, where torch.export's program keeps narrow",
 }
 
 

@@ -265,8 +265,22 @@ def _parts_stacked(graph: fx.Graph, node: fx.Node) -> bool:
         while node.prev is not last_before:
             graph.erase_node(node.prev)
         return False
-    node.replace_all_uses_with(pairs)
+    node.replace_all_uses_with(_laid_out_as(graph, node, pairs))
     return True
+
+
+# ops whose result depends on their operand's strides, not only its values
+_READS_STRIDES = (aten.view.default, aten._unsafe_view.default, aten.view.dtype, aten.as_strided.default)
+
+
+def _laid_out_as(graph: fx.Graph, stack: fx.Node, pairs: fx.Node) -> fx.Node:
+    """``pairs``, or a contiguous copy of it where they are strided (a strided input's) and an op
+    reading the stack's result depends on the contiguous strides the stack gave it."""
+    if (all(statically_known_true(a == b) for a, b in zip(pairs.meta["val"].stride(), stack.meta["val"].stride()))
+            or not any(user.target in _READS_STRIDES for user in stack.users)):
+        return pairs
+    with graph.inserting_before(stack):
+        return call_on_fakes(graph, aten.clone.default, pairs, memory_format=torch.contiguous_format)
 
 
 def _alike_on_pairs(graph: fx.Graph, stack: fx.Node, re: Any, im: Any) -> fx.Node | None:

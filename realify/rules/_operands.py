@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from ..runtime.complex_tensor import ComplexTensor, as_complex_tensor
 from ..runtime.dtypes import complex_dtype, real_dtype
@@ -82,6 +84,15 @@ def filled_parts(x: Any, dtype: torch.dtype | None = None) -> tuple[Part, Part]:
     """
     re, im = parts(x, dtype)
     return re, torch.zeros_like(re) if im is None else im
+
+
+def holds_values(x: torch.Tensor) -> bool:
+    """Whether ``x`` holds its values, as in the eager ``ComplexTensor`` front end.
+
+    A trace's fake, proxied or functionalized tensor does not: there eager's meta kernels made
+    their checks on the complex program before it was rewritten.
+    """
+    return not (isinstance(x, FakeTensor) or get_proxy_mode() is not None or torch._is_functional_tensor(x))
 
 
 def stacked_pairs(x: Any) -> torch.Tensor:

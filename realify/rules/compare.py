@@ -9,13 +9,11 @@ bool tensors. Selection (where, masked_fill, fill) acts on both parts with the s
 from __future__ import annotations
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
-from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from ..runtime.complex_tensor import ComplexTensor
 from ..runtime.dtypes import real_dtype
 from . import register
-from ._operands import complex_like, parts, promoted, result_dtype
+from ._operands import complex_like, holds_values, parts, promoted, result_dtype
 
 aten = torch.ops.aten
 
@@ -89,6 +87,9 @@ def _select(condition, a, b, dtype):
     like = next(t for t in (condition, ar, br) if isinstance(t, torch.Tensor))
 
     def part(p):
+        # a tensor keeps its device (a 0-d CPU operand beside an accelerator's, as eager takes it)
+        if isinstance(p, torch.Tensor):
+            return p.to(rd)
         return torch.as_tensor(_zero_if_none(p), dtype=rd, device=like.device)
 
     re = torch.where(condition, part(ar), part(br))
@@ -137,9 +138,7 @@ def _known_nonzero(x) -> bool:
     # a number, or a tensor holding a value (not a trace's fake or proxied one), that is nonzero
     if not isinstance(x, torch.Tensor):
         return x != 0
-    if isinstance(x, FakeTensor) or get_proxy_mode() is not None or torch._C._is_functional_tensor(x):
-        return False
-    return bool(x != 0)
+    return holds_values(x) and bool(x != 0)
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor)

@@ -164,8 +164,9 @@ def copy(self, src, non_blocking=False):
     # functional copy: values of src (a tensor of any dtype, or a number) with the dtype/shape of self
     dtype = self.dtype
     part_dtype = real_dtype(dtype) if dtype.is_complex else None
-    re, im = (p if p is None or isinstance(p, torch.Tensor) else torch.full((), p, dtype=part_dtype, device=self.device)
-              for p in parts(src, part_dtype))
+    # src's values move to self's device, as copy_ moves them
+    re, im = (p if p is None else p.to(self.device, non_blocking=non_blocking) if isinstance(p, torch.Tensor)
+              else torch.full((), p, dtype=part_dtype, device=self.device) for p in parts(src, part_dtype))
     if not dtype.is_complex:
         # a real destination takes the real part; where() keeps the overwritten tensor in
         # autograd's graph with a zero gradient, eager's connection (aten.copy has no derivative)

@@ -13,13 +13,11 @@ import torch
 
 from ..runtime import ops
 from ..runtime.complex_tensor import ComplexTensor
+from ..runtime.dtypes import scalar_type_name
 from . import register
 from ._operands import stacked_pairs
 
 aten = torch.ops.aten
-# ATen's names of the complex dtypes, as its errors give them
-_SCALAR_TYPE_NAMES = {torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
-                      torch.complex128: "ComplexDouble"}
 
 
 @register(aten._fft_c2c.default)
@@ -32,7 +30,7 @@ def fft_c2c(self, dim, normalization, forward):
 def fft_r2c(self, dim, normalization, onesided):
     # real x -> X[k] = scale * sum_n x[n] exp(-2 pi i k n / N), k = 0 .. N//2 when onesided
     if isinstance(self, ComplexTensor):  # a complex input (ihfftn's), as eager's kernel refuses it
-        raise TypeError(f"Only supports floating-point dtypes, but found: {_SCALAR_TYPE_NAMES[self.dtype]}")
+        raise TypeError(f"Only supports floating-point dtypes, but found: {scalar_type_name(self.dtype)}")
     return ComplexTensor(*ops.fft_r2c(self, list(dim), normalization, onesided))
 
 

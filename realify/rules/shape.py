@@ -21,10 +21,10 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..runtime.complex_tensor import ComplexTensor
-from ..runtime.dtypes import real_dtype
+from ..runtime.complex_tensor import ComplexTensor, outer_storage_offset
+from ..runtime.dtypes import real_dtype, scalar_type_name
 from . import register, register_each
-from ._operands import combine_parts, parts, result_dtype
+from ._operands import combine_parts, holds_values, parts, result_dtype
 
 aten = torch.ops.aten
 
@@ -243,6 +243,8 @@ def view_dtype(self, dtype):
     if isinstance(self, ComplexTensor) and dtype == self.dtype:
         return self
     if isinstance(self, ComplexTensor):
+        if holds_values(self.re):
+            _check_view_dtype(self.shape, self.stride(), outer_storage_offset(self), self.dtype, dtype)
         if self.dim() == 0:
             raise RuntimeError("view(dtype) of a 0-dim complex tensor as another dtype is not supported "
                                "(eager PyTorch rejects it too); use torch.view_as_real")
@@ -255,6 +257,31 @@ def view_dtype(self, dtype):
         raise RuntimeError(f"view(dtype={dtype}) needs an even number of {real_dtype(dtype)} elements in the last "
                            f"dimension, got shape {tuple(interleaved.shape)}")
     return ComplexTensor(interleaved[..., 0::2], interleaved[..., 1::2])
+
+
+def _check_view_dtype(shape, stride, offset: int, source: torch.dtype, target: torch.dtype) -> None:
+    """Raise eager's error where it refuses to view a tensor of this layout as ``target``.
+
+    Across element sizes the last dim must be unit-stride, and a view as a wider dtype must find
+    whole elements (the last size, the offset and the other strides divisible by the size ratio).
+    """
+    narrow, wide = source.itemsize, target.itemsize
+    if narrow == wide:
+        return
+    names = f"to view {scalar_type_name(source)} as {scalar_type_name(target)} (different element sizes)"
+    if not shape:
+        raise RuntimeError(f"self.dim() cannot be 0 {names}")
+    ratio = wide // narrow
+    if wide > narrow:
+        if shape[-1] % ratio:
+            raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {names}, but got {shape[-1]}")
+        if offset % ratio:
+            raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {names}, but got {offset}")
+    if stride[-1] != 1:
+        raise RuntimeError(f"self.stride(-1) must be 1 {names}, but got {stride[-1]}")
+    for dim in range(len(shape) - 1) if wide > narrow else ():
+        if stride[dim] % ratio:
+            raise RuntimeError(f"self.stride({dim}) must be divisible by {ratio} {names}, but got {stride[dim]}")
 
 
 # ---- as_strided: strides are in units of complex elements of the storage ------------------
@@ -308,7 +335,8 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
         # copy_, not aten.copy: autograd differentiates copy_. A contiguous self needs no copy
         # (and no strides read from sizes, which ONNX has no operator for)
         base = torch.empty_strided([*re.shape, 2], strides, dtype=re.dtype, device=re.device).copy_(base)
-    pairs = torch.stack(both_parts(src, re.dtype), -1)
+    # src's values move to self's device, as the copy_ eager writes them with does
+    pairs = torch.stack(both_parts(src, re.dtype), -1).to(re.device)
     offset = None if storage_offset is None else 2 * storage_offset
     out = aten.as_strided_scatter.default(base, pairs, [*size, 2], [2 * s for s in stride] + [1], offset)
     return ComplexTensor(out[..., 0], out[..., 1])

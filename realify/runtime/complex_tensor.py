@@ -344,6 +344,16 @@ def _outer_strides(re: torch.Tensor, im: torch.Tensor) -> tuple[int, ...] | None
     return re.stride()
 
 
+def outer_storage_offset(z: ComplexTensor) -> int:
+    """Return the storage offset of the complex tensor ``z``'s parts describe, in complex elements.
+
+    The wrapper itself reports none. It is half the real part's where the parts are the two
+    halves of one interleaved storage, the real part's own otherwise.
+    """
+    offset = z.re.storage_offset()
+    return offset // 2 if _interleaved(z.re, z.im) else offset
+
+
 def _interleaved(re: torch.Tensor, im: torch.Tensor) -> bool:
     if isinstance(re, torch._subclasses.FakeTensor) or re.device.type == "meta":
         return False  # traced parts: their strides are what the trace made them

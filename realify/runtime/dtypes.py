@@ -14,6 +14,22 @@ COMPLEX_TO_REAL: dict[torch.dtype, torch.dtype] = {
 REAL_TO_COMPLEX: dict[torch.dtype, torch.dtype] = {v: k for k, v in COMPLEX_TO_REAL.items()}
 
 
+# ATen's names of the dtypes (c10::ScalarType), as its error messages give them
+_SCALAR_TYPE_NAMES: dict[torch.dtype, str] = {
+    torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
+    torch.int64: "Long", torch.uint16: "UInt16", torch.uint32: "UInt32", torch.uint64: "UInt64",
+    torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float32: "Float", torch.float64: "Double",
+    torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+    torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2: "Float8_e5m2",
+    torch.float8_e4m3fnuz: "Float8_e4m3fnuz", torch.float8_e5m2fnuz: "Float8_e5m2fnuz",
+}
+
+
+def scalar_type_name(dtype: torch.dtype) -> str:
+    """ATen's name of ``dtype`` in its error messages ("ComplexFloat" for complex64)."""
+    return _SCALAR_TYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
 def real_dtype(dtype: torch.dtype) -> torch.dtype:
     """float32 for complex64 (and float32 itself); real dtypes map to themselves."""
     return COMPLEX_TO_REAL.get(dtype, dtype)

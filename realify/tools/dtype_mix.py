@@ -110,9 +110,14 @@ def construct_cases() -> Iterator[Case]:
 
 
 def construct_cases_of(name: str, kinds: tuple[str, ...] = KINDS) -> Iterator[Case]:
+    case = construct_case(name)
+    yield from _mixes(name, case.program, case.operands, kinds)
+
+
+def construct_case(name: str) -> Case:
+    """The construct called on complex64 operands."""
     program, shapes = CONSTRUCTS[name]
-    operands = tuple(_z(*shape, seed=i) for i, shape in enumerate(shapes))
-    yield from _mixes(name, program, operands, kinds)
+    return Case(name, program, tuple(_z(*shape, seed=i) for i, shape in enumerate(shapes)))
 
 
 @functools.cache
@@ -129,8 +134,14 @@ def opinfo_entries() -> list:
 
 
 def opinfo_cases(op, kinds: tuple[str, ...] = KINDS) -> Iterator[Case]:
+    case = opinfo_case(op)
+    yield from _mixes(case.name, case.program, case.operands, kinds)
+
+
+def opinfo_case(op) -> Case:
+    """The entry's first complex64 sample."""
     tensors, program = sample_program(op, samples(op, torch.complex64)[0])
-    yield from _mixes(op_id(op), program, tuple(t.detach() for t in tensors), kinds)
+    return Case(op_id(op), program, tuple(t.detach() for t in tensors))
 
 
 def _complex(x: Any) -> Any:
