@@ -762,6 +762,30 @@ def test_cat_of_empty_tensors_in_onnx_runtime(shape):
         assert_close(have, want)
 
 
+@pytest.mark.parametrize("shape, resize", [
+    ((2, 3, 7), dict(size=4)), ((2, 3, 4), dict(size=9)), ((1, 2, 5), dict(scale_factor=1.5)),
+    ((1, 2, 5, 6), dict(size=(3, 11))), ((1, 2, 5, 6), dict(scale_factor=(0.7, 1.6))),
+    ((1, 1, 3, 4, 5), dict(size=(5, 2, 7)))], ids=["1d-down", "1d-up", "1d-scale", "2d-size", "2d-scale", "3d-size"])
+def test_nearest_exact_upsampling_in_onnx_runtime(shape, resize):
+    """interpolate(mode="nearest-exact"), which realify's trace writes as an ATen overload torch.onnx
+    has no translation for (the real-op table found it), of a complex tensor (per part) and a real one,
+    by sizes and by scales (which map indices by the scale given): eager's values in ONNX Runtime."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def nearest_exact(x):
+        return torch.nn.functional.interpolate(x, mode="nearest-exact", **resize)
+
+    def program(z, r):
+        return nearest_exact(z.real) + 1j * nearest_exact(z.imag), nearest_exact(r)
+
+    z = torch.randn(shape, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+    args = (z, z.real.clone())
+    ep = realify.export(program, args)
+    for have, want in zip(run_session(onnx_session(ep), ep, list(args)), program(*args)):
+        assert have.shape == want.shape
+        assert torch.equal(have, want)  # a selection of elements: exact
+
+
 @pytest.mark.parametrize("shape", [(0, 3), (0,)], ids=["rows-of-nothing", "nothing"])
 def test_onnx_mean_of_no_elements_is_nan(shape):
     """A mean over an empty dim is eager's 0 / 0, NaN, in ONNX Runtime too, complex and real

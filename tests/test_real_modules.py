@@ -123,9 +123,6 @@ KNOWN_OPS: dict[str, str] = {
     "tensor_split": (
         "realify's trace reads the split points given as a tensor element by element with select "
         "(realify/engine/dynamo_graph.py), where torch.export's program slices and squeezes: the same elements"),
-    "logdet": (
-        "realify's trace writes logdet as _linalg_slogdet (its CompositeImplicit kernel), which torch.onnx cannot "
-        "translate for real inputs, where torch.export keeps logdet"),
     "nn.functional.interpolate.bilinear": (
         "realify's trace writes a bilinear upsampling as core ATen's index arithmetic (the Python decomposition of "
         "upsample_bilinear2d.vec), where torch.export keeps upsample_bilinear2d, a core ATen op"),
@@ -133,13 +130,11 @@ KNOWN_OPS: dict[str, str] = {
     "nn.functional.interpolate.trilinear": (
         "realify's trace keeps upsample_trilinear3d, where torch.export's program in core ATen is its index "
         "arithmetic: the same values, other ops"),
-    "nn.functional.interpolate.nearest-exact": (
-        "realify's trace keeps aten._upsample_nearest_exact1d.default, which torch.onnx has no translation of, "
-        "where torch.export's program in core ATen is its index arithmetic: realify.onnx.to_onnx fails"),
     "nn.functional.linear": (
         "realify's trace writes this sample's linear as mm, add, unsqueeze and squeeze, where torch.export's "
         "program is addmm and views: the same values, other ops"),
     "narrow_copy": "realify's trace writes narrow_copy as a slice, where torch.export's program keeps narrow",
+    "unbind_copy": "realify's trace writes unbind_copy as slices and squeezes, where torch.export's program keeps unbind",
 }
 
 
@@ -164,6 +159,8 @@ def test_real_op_passes_through_untouched(op):
         pytest.skip(f"the op database gives no float32 sample for {op_id(op)}")
     if _computes_with_complex_values(reference.program):
         pytest.skip(f"{op_id(op)} of a float32 sample computes with complex values: not real code")
+    if "empty" in op.name:
+        pytest.skip(f"{op_id(op)} leaves its result's memory uninitialized: there are no values to compare")
     if _draws_random_numbers(op) or _writes_inputs(reference.case):
         pytest.skip(f"{op_id(op)} draws random numbers or writes its inputs: each program of the comparison would "
                     "run on other values")

@@ -31,6 +31,8 @@ def linalg_decompositions() -> dict:
         realify.lu_solve_pairs.default: _lu_solve_pairs,
         realify.det_pairs.default: _det_pairs,
         aten.linalg_lu_factor_ex.default: _real_lu_factor_ex,
+        aten._linalg_det.default: _real_linalg_det,
+        aten._linalg_slogdet.default: _real_linalg_slogdet,
         aten.linalg_lu_solve.default: _real_lu_solve,
         aten.linalg_inv_ex.default: _real_inv_ex,
         aten._linalg_eigh.default: _real_eigh,
@@ -175,6 +177,21 @@ def _det_pairs(A):
 def _real_lu_factor_ex(A, *, pivot=True, check_errors=False):
     LU, _, pivots, info = lu.lu_factor_parts(A, None, pivot)
     return LU, pivots, info
+
+
+def _real_linalg_det(A):
+    # det A = det P * prod_k u_kk (1 for 0 x 0), beside the LU and pivots _linalg_det returns
+    # for its backward; torch.onnx's translation of it returns the determinant alone
+    LU, _, pivots, _ = lu.lu_factor_parts(A, None)
+    return lu.permutation_sign(pivots, A.dtype) * torch.diagonal(LU, dim1=-2, dim2=-1).prod(-1), LU, pivots
+
+
+def _real_linalg_slogdet(A):
+    # sign = det P * prod_k sgn(u_kk), logabsdet = sum_k log|u_kk|, beside the LU and pivots
+    LU, _, pivots, _ = lu.lu_factor_parts(A, None)
+    diagonal = torch.diagonal(LU, dim1=-2, dim2=-1)
+    sign = lu.permutation_sign(pivots, A.dtype) * diagonal.sign().prod(-1)
+    return sign, diagonal.abs().log().sum(-1), LU, pivots
 
 
 def _real_lu_solve(LU, pivots, B, *, left=True, adjoint=False):

@@ -20,9 +20,9 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     overflow, ``expm1``/``log1p``/``atan2`` without cancellation near 0, istft's overlap-add
     and a Cholesky factorization, which ONNX lacks, and the ops torch.onnx translates wrongly
     at dynamic sizes (``roll`` by a size-dependent shift, ``mean`` over every dim, ``im2col``
-    and ``cat`` of an empty batch), and ``masked_select``, which it lacks. :func:`to_onnx` passes them
-    itself; pass
-    them to ``torch.onnx.export`` to export a program of :func:`realify.export` directly.
+    and ``cat`` of an empty batch), and ``masked_select`` and nearest-exact upsampling, which
+    it lacks. :func:`to_onnx` passes them itself; pass them to ``torch.onnx.export`` to export
+    a program of :func:`realify.export` directly.
 
     Returns
     -------
@@ -62,6 +62,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     from .overlap_add import unfold_backward
     from .pointwise import atan2, copysign, expm1, hypot, log1p, signbit, straight_through, where
     from .reductions import mean_dim
+    from .resampling import upsample_nearest_exact
     from .rolls import roll
     from .sliding_blocks import im2col
 
@@ -110,4 +111,9 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         torch.ops.aten.masked_select.default: masked_select,
         # torch.onnx drops each input of zero size and fails where all are (an empty batch)
         torch.ops.aten.cat.default: cat,
+        # realify's trace writes interpolate(mode="nearest-exact") (whose .vec overload torch.export
+        # keeps, and torch.onnx decomposes) as the .default overloads, which torch.onnx has no translation for
+        torch.ops.aten._upsample_nearest_exact1d.default: upsample_nearest_exact,
+        torch.ops.aten._upsample_nearest_exact2d.default: upsample_nearest_exact,
+        torch.ops.aten._upsample_nearest_exact3d.default: upsample_nearest_exact,
     }

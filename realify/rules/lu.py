@@ -100,8 +100,8 @@ def _scatter_rows(x: Part, order: torch.Tensor) -> Part:
     return torch.zeros_like(x).scatter(-2, index, x)
 
 
-def _permutation_sign(pivots: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    # det P = (-1)^(number of rows swapped with another row)
+def permutation_sign(pivots: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """det P of getrf's row swaps: (-1)^(number of rows swapped with another row)."""
     k = pivots.shape[-1]
     swaps = (pivots != torch.arange(1, k + 1, device=pivots.device, dtype=pivots.dtype)).sum(-1)
     return (1 - 2 * (swaps % 2)).to(dtype)
@@ -196,7 +196,7 @@ def linalg_slogdet(A):
     # sign = det P * prod_k sgn(u_kk), log|det A| = sum_k log|u_kk|: eager's own formulas
     LU, pivots, _ = lu_factor(A)
     diagonal = _diagonal(LU)
-    sign = diagonal.sgn().prod(-1) * _permutation_sign(pivots, LU.re.dtype)
+    sign = diagonal.sgn().prod(-1) * permutation_sign(pivots, LU.re.dtype)
     return sign, diagonal.abs().log().sum(-1), LU, pivots
 
 
@@ -254,7 +254,7 @@ def lu_factor_parts(ar: torch.Tensor, ai: Part, pivot: bool = True) -> tuple[tor
 
 def determinant_parts(lr: torch.Tensor, li: torch.Tensor, pivots: torch.Tensor) -> Parts:
     """det A = det P * prod_k u_kk from getrf's packed LU parts, the product taken in order."""
-    sign = _permutation_sign(pivots, lr.dtype)
+    sign = permutation_sign(pivots, lr.dtype)
     dr, di = lr[..., 0, 0] * sign, li[..., 0, 0] * sign
     for k in range(1, lr.shape[-1]):
         dr, di = cmul(dr, di, lr[..., k, k], li[..., k, k])
