@@ -1,9 +1,8 @@
 """Gradients of every reduction with a complex rule at the points eager's backward special-cases:
 rows of zero variance (constant, all zero, an expanded or broadcast input), zero vectors for the
 norms, zeros (one, two) and infinities among a product's factors. Each front end's gradient is
-compared with eager's: finite where eager's is, within the tolerance, and not finite where
-eager's is not (tests/test_gradients.py's comparison, which does not tell a NaN from an infinity:
-docs/numerics.md says where they differ); docs/numerics.md lists the special-cased points.
+compared with eager's: finite where eager's is, within the tolerance, and NaN, +inf and -inf in
+exactly the parts where eager's gradient has them; docs/numerics.md lists the special-cased points.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import math
 
 import pytest
 import torch
-from test_gradients import FRONT_ENDS, _assert_matches, _eager, _gradients, _weights
+from test_gradients import FRONT_ENDS, _assert_matches, _assert_same_special_values, _eager, _gradients, _weights
 from torch.utils._pytree import tree_leaves
 
 import realify
@@ -111,6 +110,7 @@ def test_reduction_gradients_at_degenerate_points(front_end, dtype, layout, fres
     for name, g, e in zip(REDUCTIONS, got, expected):
         try:
             _assert_matches(name, g.reshape(-1), e.reshape(-1), dtype)
+            _assert_same_special_values(name, g.reshape(-1), e.reshape(-1))
         except AssertionError as err:
             failures.append(str(err))
     assert not failures, "\n".join(failures)
@@ -138,6 +138,7 @@ def test_cumprod_gradient_after_a_zero_is_eagers(front_end, dtype, layout, fresh
     expected = _gradients(_eager, program, [point], weights)
     got = _gradients(FRONT_ENDS[front_end], program, [point], weights)
     _assert_matches("cumprod", got[0].reshape(-1), expected[0].reshape(-1), dtype)
+    _assert_same_special_values("cumprod", got[0].reshape(-1), expected[0].reshape(-1))
 
 
 # every pairing of parts that are infinite, NaN, zero of either sign, huge (|z| overflows) and
@@ -159,10 +160,7 @@ def test_sgn_of_special_values_is_eagers(front_end, dtype, fresh_dynamo):
 # and -g conj(a / b / b) for b (0 at an infinite divisor, inf or NaN at a zero one)
 _DIVISION_VALUES = [complex(inf, 0), complex(-inf, 0), complex(0, inf), complex(inf, inf), complex(inf, 1),
                     complex(1, -inf), 1 + 2j, 0j, complex(0.0, -0.0)]
-# the one pairing that differs: an infinite numerator over a zero divisor, where realify's
-# gradient of the numerator is NaN and eager's inf (docs/numerics.md, "Division")
-_DIVISION_PAIRS = [(a, b) for a in _DIVISION_VALUES for b in _DIVISION_VALUES
-                   if not (b == 0 and math.isinf(abs(a)))]
+_DIVISION_PAIRS = [(a, b) for a in _DIVISION_VALUES for b in _DIVISION_VALUES]
 
 
 @pytest.mark.parametrize("front_end,dtype,layout", [c for c in CASES if c.values[2] == "rows"])
@@ -177,3 +175,5 @@ def test_division_gradients_at_infinite_and_zero_divisors_are_eagers(front_end, 
     got = _gradients(FRONT_ENDS[front_end], program, [a, b], weights)
     for name, g, e in zip(("numerator", "divisor"), got, expected):
         _assert_matches(f"division, {name}", g, e, dtype)
+        # eager's formula (realify/rules/arithmetic.py), so NaN and each infinity in eager's parts
+        _assert_same_special_values(f"division, {name}", g, e)

@@ -182,9 +182,27 @@ def _check(functions, arity, dtype, front_end):
     for i, (name, g, e) in enumerate(zip(names, got, expected)):
         try:
             _assert_matches(f"{name} (operand {i % arity})", g, e, dtype)
+            if front_end in SPECIAL_VALUES_EXACT:
+                _assert_same_special_values(f"{name} (operand {i % arity})", g, e)
         except AssertionError as err:
             failures.append(str(err))
     assert not failures, "\n".join(failures)
+
+
+# the front ends whose gradients have NaN and each infinity exactly where eager's has them (the
+# eager ComplexTensor differs at square's infinities, where eager's formula multiplies by a number
+# it promotes to complex and realify keeps real: docs/numerics.md)
+SPECIAL_VALUES_EXACT = ("decompose", "export")
+
+
+def _assert_same_special_values(name, ours, eager):
+    ours_r, eager_r = (torch.view_as_real(g.to(torch.complex128).resolve_conj()) for g in (ours, eager))
+    for kind in (torch.isnan, torch.isposinf, torch.isneginf):
+        differs = kind(ours_r) != kind(eager_r)
+        if differs.any():
+            where = differs.any(-1).nonzero().flatten()[:5].tolist()
+            raise AssertionError(f"{name}: {kind.__name__} differs from eager's at indices {where}: "
+                                 f"ours {ours[where].tolist()}, eager {eager[where].tolist()}")
 
 
 # Inductor compiles the whole table (one program, forward and backward) for minutes: the default

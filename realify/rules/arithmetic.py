@@ -12,6 +12,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from . import register
 from ._algebra import cdiv, cmul, padd, pneg, psub
+from ._derivative import C, Formula, apply
 from ._operands import complex_like, parts, promoted
 
 aten = torch.ops.aten
@@ -62,8 +63,20 @@ def div(self, other, *, rounding_mode=None):
             f"div with rounding_mode={rounding_mode!r} is not defined for complex tensors "
             "(eager PyTorch rejects it too); use rounding_mode=None"
         )
-    # Smith's division, see _algebra.cdiv
+    # Smith's division, see _algebra.cdiv; between two complex tensors with eager's gradient
+    if all(isinstance(p, torch.Tensor) for p in (*self, *other)):
+        return tuple(apply(_DIVISION, C(*self), C(*other)))
     return cdiv(*self, *other)
+
+
+def _division_grad(inputs, quotient, g, _):
+    # eager's formulas: g / conj(w) for z, -g conj((z / w) / w) for w (z / w recomputed, as eager
+    # does: the quotient's special values are not its own at a zero or infinite divisor)
+    z, w = inputs
+    return [g / w.conj(), -g * ((z / w) / w).conj()]
+
+
+_DIVISION = Formula("div", lambda parts, _: cdiv(*parts), _division_grad)
 
 
 @register(aten.true_divide.Tensor)

@@ -337,8 +337,10 @@ def enter(x: Any, complex_input: bool, layout: Layout) -> Any:
         return ComplexTensor(x[0], x[1])
     if layout == "interleaved":
         return ComplexTensor.from_pairs(x)
-    # real/imag (not view_as_real) so that a conj- or neg-view input works at run time too
-    return ComplexTensor(torch.real(x), torch.imag(x))
+    # one view of the pairs, its lazy conj/neg bits resolved first: autograd gives the parts'
+    # gradients back as one complex gradient, exactly (through real and imag, an infinite
+    # imaginary part's gradient becomes inf * 1j, whose real part is nan)
+    return ComplexTensor.from_pairs(pairs_of(x))
 
 
 def leave(x: Any, layout: Layout, stride: tuple[int, ...] | None = None) -> Any:
