@@ -134,7 +134,8 @@ KNOWN_OPS: dict[str, str] = {
         "realify's trace writes this sample's linear as mm, add, unsqueeze and squeeze, where torch.export's "
         "program is addmm and views: the same values, other ops"),
     "narrow_copy": "realify's trace writes narrow_copy as a slice, where torch.export's program keeps narrow",
-    "unbind_copy": "realify's trace writes unbind_copy as slices and squeezes, where torch.export's program keeps unbind",
+    "unbind_copy": (
+        "realify's trace writes unbind_copy as slices and squeezes, where torch.export's program keeps unbind"),
 }
 
 
