@@ -308,7 +308,10 @@ def apply(formula: Formula, *inputs: C, constants: Sequence[float] = ()) -> C | 
     (tensor([-10.,  11.]), tensor([20., -2.]))
     >>> scaled_product.release()
     """
-    parts = torch.broadcast_tensors(*(p for z in inputs for p in (z.re, z.im)))
+    parts = [p for z in inputs for p in (z.re, z.im)]
+    # a 0-d CPU operand beside an accelerator's is a scalar to eager: it joins their device
+    device = next((p.device for p in parts if p.device.type != "cpu"), parts[0].device)
+    parts = torch.broadcast_tensors(*(p.to(device) if p.dim() == 0 else p for p in parts))
     out = pointwise(formula.name, list(parts), [float(c) for c in constants])
     return C(*out) if len(out) == 2 else out[0]
 
