@@ -38,7 +38,7 @@ from torch._ops import OpOverload
 from ..runtime.complex_tensor import ComplexTensor
 from ._algebra import cdiv, cmul
 from ._families import load_families
-from ._operands import parts
+from ._operands import on_device, parts
 
 Tensor = torch.Tensor
 
@@ -311,7 +311,7 @@ def apply(formula: Formula, *inputs: C, constants: Sequence[float] = ()) -> C | 
     parts = [p for z in inputs for p in (z.re, z.im)]
     # a 0-d CPU operand beside an accelerator's is a scalar to eager: it joins their device
     device = next((p.device for p in parts if p.device.type != "cpu"), parts[0].device)
-    parts = torch.broadcast_tensors(*(p.to(device) if p.dim() == 0 and p.device != device else p for p in parts))
+    parts = torch.broadcast_tensors(*(on_device(p, device) if p.dim() == 0 else p for p in parts))
     out = pointwise(formula.name, list(parts), [float(c) for c in constants])
     return C(*out) if len(out) == 2 else out[0]
 

@@ -95,6 +95,11 @@ def holds_values(x: torch.Tensor) -> bool:
     return not (isinstance(x, FakeTensor) or get_proxy_mode() is not None or torch._is_functional_tensor(x))
 
 
+def on_device(t: torch.Tensor, device: torch.device, non_blocking: bool = False) -> torch.Tensor:
+    """``t`` on ``device``: itself where it is there already (a trace then records no copy)."""
+    return t if t.device == device else t.to(device, non_blocking=non_blocking)
+
+
 def stacked_pairs(x: Any) -> torch.Tensor:
     """Return ``x`` as one real ``(..., 2)`` tensor of (re, im) pairs: one stack of its parts.
 

@@ -11,7 +11,7 @@ from ..runtime.dtypes import real_dtype
 from ..runtime.ops import fusion_barrier, stop_gradient, straight_through
 from . import register, register_each
 from ._derivative import C
-from ._operands import complex_like, make_complex, parts, partwise, stacked_pairs
+from ._operands import complex_like, make_complex, on_device, parts, partwise, stacked_pairs
 from ._registry import lookup
 
 aten = torch.ops.aten
@@ -165,7 +165,7 @@ def copy(self, src, non_blocking=False):
     dtype = self.dtype
     part_dtype = real_dtype(dtype) if dtype.is_complex else None
     # src's values move to self's device, as copy_ moves them
-    re, im = (p if p is None else p.to(self.device, non_blocking=non_blocking) if isinstance(p, torch.Tensor)
+    re, im = (p if p is None else on_device(p, self.device, non_blocking) if isinstance(p, torch.Tensor)
               else torch.full((), p, dtype=part_dtype, device=self.device) for p in parts(src, part_dtype))
     if not dtype.is_complex:
         # a real destination takes the real part; where() keeps the overwritten tensor in

@@ -24,7 +24,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ..runtime.complex_tensor import ComplexTensor, outer_storage_offset
 from ..runtime.dtypes import real_dtype, scalar_type_name
 from . import register, register_each
-from ._operands import combine_parts, holds_values, parts, result_dtype
+from ._operands import combine_parts, holds_values, on_device, parts, result_dtype
 
 aten = torch.ops.aten
 
@@ -336,7 +336,7 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
         # (and no strides read from sizes, which ONNX has no operator for)
         base = torch.empty_strided([*re.shape, 2], strides, dtype=re.dtype, device=re.device).copy_(base)
     # src's values move to self's device, as the copy_ eager writes them with does
-    pairs = torch.stack(both_parts(src, re.dtype), -1).to(re.device)
+    pairs = on_device(torch.stack(both_parts(src, re.dtype), -1), re.device)
     offset = None if storage_offset is None else 2 * storage_offset
     out = aten.as_strided_scatter.default(base, pairs, [*size, 2], [2 * s for s in stride] + [1], offset)
     return ComplexTensor(out[..., 0], out[..., 1])

@@ -48,13 +48,16 @@ def placements(case: Case) -> Iterator[Placement]:
         yield Placement(tuple(j != i for j in range(n)), tuple(j == i for j in range(n)))
 
 
+def _zero_dim(t: torch.Tensor) -> torch.Tensor:
+    """A 0-d tensor of ``t``'s first value (1 where ``t`` is empty), in its dtype."""
+    return t.reshape(-1)[0].clone() if t.numel() else torch.ones((), dtype=t.dtype)
+
+
 def _placed(tensors: list[torch.Tensor], placement: Placement, mode: FakeTensorMode) -> list[torch.Tensor]:
     zero_dim = placement.zero_dim or (False,) * len(tensors)
     placed = []
     for t, on_accelerator, scalar in zip(tensors, placement.on_accelerator, zero_dim):
-        if scalar:
-            t = t.reshape(-1)[0].clone() if t.numel() else torch.ones((), dtype=t.dtype)
-        fake = mode.from_tensor(t)
+        fake = mode.from_tensor(_zero_dim(t) if scalar else t)
         with mode:
             placed.append(fake.to(ACCELERATOR) if on_accelerator else fake)
     return placed
@@ -93,7 +96,7 @@ def _on_cpu(case: Case, placement: Placement) -> Outcome:
     """Eager's outcome with real values, every operand on the CPU (0-d where placed so)."""
     program, tensors = _of_tensors(case)
     zero_dim = placement.zero_dim or (False,) * len(tensors)
-    tensors = [t.reshape(-1)[0].clone() if z and t.numel() else t for t, z in zip(tensors, zero_dim)]
+    tensors = [_zero_dim(t) if z else t for t, z in zip(tensors, zero_dim)]
     return outcome(lambda: program(*tensors))
 
 
