@@ -23,6 +23,7 @@ from torch.utils._pytree import (
 )
 
 from .errors import RealifyError
+from .runtime.aliasing import sharing_at_export
 from .runtime.boundary import Boundary, RealCall, is_complex
 from .saved_programs import (
     DESCRIPTION_KEY,
@@ -134,6 +135,7 @@ class ComplexCallAdapter(torch.nn.Module):
             if signature is None:
                 signature = carried_signature(program, out_spec)
             self.program = program.module()
+            self._traced_sharing = sharing_at_export(program)
         elif is_aoti_model(program):
             in_spec, out_spec = (treespec_loads(spec) for spec in program.loader.get_call_spec())
             if signature is None:
@@ -148,6 +150,7 @@ class ComplexCallAdapter(torch.nn.Module):
                         f"signature=realify.ComplexCallAdapter(ep).signature of the original program")
                 signature = read_description(text, out_spec, "this AOTInductor package")
             self.program = program
+            self._traced_sharing = []  # an AOTInductor package does not say
         else:
             raise TypeError(
                 f"ComplexCallAdapter takes a torch.export.ExportedProgram made by realify.export, or a model "
@@ -156,7 +159,8 @@ class ComplexCallAdapter(torch.nn.Module):
         self.signature = signature
         self._in_spec = in_spec
         self._call = RealCall(self._real_program, self.signature, autocast_off=True,  # see the class docstring
-                              on_shared_write=self._refuse_shared_write)
+                              on_shared_write=self._refuse_shared_write,
+                              traced_sharing=[frozenset(group) for group in self._traced_sharing])
 
     @classmethod
     def load(cls, f: str | os.PathLike | IO[bytes], **load_options: Any) -> ComplexCallAdapter:
@@ -251,7 +255,10 @@ class ComplexCallAdapter(torch.nn.Module):
         """
         kwargs = reorder_kwargs(kwargs, self._in_spec)
         _check_complex_call(self.signature, args, kwargs)
-        return self._call(*tree_leaves((args, kwargs)))
+        flat = tree_leaves((args, kwargs))
+        for group in self._traced_sharing:
+            _check_one_tensor_as_traced(flat, group, args, kwargs)
+        return self._call(*flat)
 
     def _real_program(self, *flat: Any) -> list[Any]:
         """Run the exported program on flat real inputs.
@@ -278,6 +285,27 @@ class ComplexCallAdapter(torch.nn.Module):
             f"of {other_name} where eager reads the new ones. Pass tensors that do not share memory (for "
             f"example, {other_name}.clone()), or call the original program (or realify.compile it) with "
             f"such inputs.")
+
+
+def _check_one_tensor_as_traced(flat: list, group: list[int], args: tuple, kwargs: dict) -> None:
+    """Raise unless the inputs at ``group`` are one tensor again (the same memory and layout)."""
+    first, *others = group
+    base = flat[first]
+    for position in others:
+        x = flat[position]
+        if x.numel() == 0 or x is base:
+            continue
+        same = (isinstance(base, torch.Tensor) and isinstance(x, torch.Tensor)
+                and x.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+                and (x.storage_offset(), x.shape, x.stride(), x.dtype, x.is_conj())
+                == (base.storage_offset(), base.shape, base.stride(), base.dtype, base.is_conj()))
+        if not same:
+            a, b = ArgumentName(args, kwargs, first), ArgumentName(args, kwargs, position)
+            raise RealifyError(
+                f"{a} and {b} were one tensor when the program was exported (passed twice), and torch.export's "
+                f"trace reads both through one of them: with {b} a tensor of its own the program would read "
+                f"one in place of the other. Call it with one tensor there again, or export it with tensors "
+                f"of their own (for example, {b}.clone()).")
 
 
 class ArgumentName:

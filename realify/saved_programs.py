@@ -17,7 +17,7 @@ import torch
 from torch.export import ExportedProgram
 
 from .errors import RealifyError
-from .runtime.aliasing import OutputView
+from .runtime.aliasing import OutputView, sharing_at_export
 from .runtime.boundary import SIGNATURE_KEY, Boundary
 
 # Where the Boundary of a program made by export travels, as JSON text: under this key in
@@ -223,7 +223,9 @@ def aoti_compile_and_package(ep: ExportedProgram, package_path: str | os.PathLik
     Raises
     ------
     RealifyError
-        ``ep`` carries no realify description it can read (see :class:`ComplexCallAdapter`).
+        ``ep`` carries no realify description it can read (see :class:`ComplexCallAdapter`), or
+        was exported with one tensor passed twice (its trace reads both through one of them,
+        which the package could not check at its calls).
 
     Notes
     -----
@@ -258,6 +260,12 @@ def aoti_compile_and_package(ep: ExportedProgram, package_path: str | os.PathLik
     import torch._inductor
 
     signature = carried_signature(ep, ep.call_spec.out_spec)  # raises without a description
+    for first, other, *_ in sharing_at_export(ep):
+        raise RealifyError(
+            f"the program was exported with one tensor as user inputs {first} and {other} (passed twice), and its "
+            f"trace reads both through one of them; an AOTInductor package does not record that, so its callers "
+            f"could pass two tensors of which it reads one. Export with tensors of their own (for example, a "
+            f".clone() of the second), then package")
     configs = dict(inductor_configs or {})
     metadata = {**torch._inductor.config.aot_inductor.metadata, **(configs.get("aot_inductor.metadata") or {})}
     metadata[DESCRIPTION_KEY] = describe(signature)

@@ -137,6 +137,59 @@ def test_overlapping_inputs_export_adapter(name, program, base, arguments):
         _same(actual_input, expected_input)
 
 
+@pytest.mark.parametrize("name,program,base,arguments", OVERLAPPING, ids=[c[0] for c in OVERLAPPING])
+def test_inputs_sharing_memory_at_export_are_traced_apart(name, program, base, arguments):
+    """Exported with inputs that share memory: torch.export traces them as separate tensors, so
+    separate tensors give eager's results, in the adapter and in ONNX Runtime (whose inputs
+    are separate arrays; realify.onnx retraces with example values apart), and a call that
+    shares them with a write is refused."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    ep = realify.export(program, arguments(base()))
+    adapter = realify.ComplexCallAdapter(ep)
+    with pytest.raises(RealifyError, match=r"shares memory with .* writes in place"):
+        adapter(*arguments(base()))
+    separate = [x.clone() for x in arguments(base())]
+    expected_inputs = [x.clone() for x in separate]
+    expected = program(*[x.clone() for x in separate])
+    _same(adapter(*separate), program(*expected_inputs))
+    (have, *_) = run_session(onnx_session(ep), ep, [x.clone() for x in arguments(base())])
+    _same(have, expected)
+
+
+def _write_with(a, b):
+    a.mul_(b)
+    return a + b
+
+
+def _read_both(a, b):
+    return a + 2 * b
+
+
+@pytest.mark.parametrize("program", [_write_with, _read_both], ids=["writes", "reads"])
+def test_one_tensor_passed_twice_at_export(program):
+    """Exported with one tensor passed twice, torch.export's trace reads both through one
+    placeholder: the same tensor again gives eager's results and writes; two tensors are
+    refused, naming both (the trace would read one in place of the other, silently), and so
+    are an ONNX model (its inputs are separate arrays) and an AOTInductor package (it could not
+    check its calls)."""
+    import realify.onnx
+    from realify.errors import NoOnnxFormError
+
+    z = _z()
+    adapter = realify.ComplexCallAdapter(realify.export(program, (z.clone(),) * 2))
+    got_z, expected_z = z.clone(), z.clone()
+    _same(adapter(got_z, got_z), program(expected_z, expected_z))
+    _same(got_z, expected_z)
+    with pytest.raises(RealifyError, match=r"args\[0\] and args\[1\] were one tensor when the program was exported"):
+        adapter(z.clone(), z.clone())
+    ep = realify.export(program, (z.clone(),) * 2)
+    with pytest.raises(NoOnnxFormError, match="user inputs 0 and 1, which were one tensor at export"):
+        realify.onnx.to_onnx(ep)
+    with pytest.raises(RealifyError, match="one tensor as user inputs 0 and 1"):
+        realify.aoti_compile_and_package(ep)
+
+
 def test_overlapping_write_spans():
     z = _z6()
     assert aliasing.overlapping_write([z, z.conj()], {0}) == (0, 1)

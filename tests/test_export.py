@@ -762,6 +762,25 @@ def test_cat_of_empty_tensors_in_onnx_runtime(shape):
         assert_close(have, want)
 
 
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 1)], ids=["nothing", "rows-of-nothing", "columns"])
+def test_broadcast_to_no_elements_in_onnx_runtime(shape):
+    """A complex quotient of an empty tensor by its sum (shape 1 where the tensor has 0):
+    realify's pointwise formula expands its operands to one shape, and ONNX Runtime's
+    optimizer took the Expand from 1 to 0 for a no-op and failed (the fuzzer's bounded run
+    found it). Eager's shapes and values in ONNX Runtime."""
+    from realify.tools.symbolic_sizes import onnx_session, run_session
+
+    def program(z, w):
+        return w / z.sum(dim=-1, keepdim=True), z * w.sum(dim=0)
+
+    z = torch.zeros(shape, dtype=torch.complex64)
+    args = (z, z.clone())
+    ep = realify.export(program, args)
+    for have, want in zip(run_session(onnx_session(ep), ep, list(args)), program(*args)):
+        assert have.shape == want.shape
+        assert_close(have, want)
+
+
 @pytest.mark.parametrize("shape, resize", [
     ((2, 3, 7), dict(size=4)), ((2, 3, 4), dict(size=9)), ((1, 2, 5), dict(scale_factor=1.5)),
     ((1, 2, 5, 6), dict(size=(3, 11))), ((1, 2, 5, 6), dict(scale_factor=(0.7, 1.6))),

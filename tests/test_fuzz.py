@@ -80,6 +80,7 @@ from torch.export import Dim
 from torch.utils._pytree import tree_leaves
 
 import realify
+from realify.errors import RealifyError
 from realify.tools.symbolic_sizes import _Program as ModuleOf
 from realify.tools.symbolic_sizes import (
     auto_shapes,
@@ -1324,7 +1325,24 @@ def check_export(program: Program) -> str:
                 continue
             eagers = [_run_eager(call, dtype, False)[2] for dtype in (call.dtype, C64, C128)]
             _check_outputs(call, outputs, eagers, normwise)
+    if any(i.alias_of is not None for i in program.inputs):
+        _check_unshared_call_refused(program, adapters[program.dtype])
     return f"{outcome} at {len(calls)} sizes"
+
+
+def _check_unshared_call_refused(program: Program, adapter: realify.ComplexCallAdapter) -> None:
+    """A program exported with one tensor passed twice, called with a tensor of its own for
+    each: where the exported trace reads both through one placeholder, the adapter refuses the
+    call rather than read one in place of the other."""
+    args = program.make_inputs()[0]
+    if all(a.numel() == 0 for a in args if isinstance(a, torch.Tensor)):
+        return  # no values to read in place of others
+    if not adapter._traced_sharing:
+        return  # traced as separate tensors (torch.export read each placeholder)
+    separate = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with warnings.catch_warnings(), pytest.raises(RealifyError, match="were one tensor when the program was exported"):
+        warnings.simplefilter("ignore")
+        adapter(*separate)
 
 
 def _finite_inputs(call: Program) -> bool:

@@ -7,6 +7,7 @@ translation table, and onnxscript's optimizer.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import warnings
@@ -20,7 +21,7 @@ from ..export import export
 from ..rules._derivative import decompositions as pointwise_decompositions
 from .indexing import indexing_decompositions
 from .linalg import _without_error_checks, linalg_decompositions
-from .refusals import _check_onnx_forms, _needs_static_sizes
+from .refusals import _check_onnx_forms, _needs_static_sizes, _refuse_shared_inputs
 from .strided import read_storage_roots
 from .translation_table import onnx_translation_table
 
@@ -131,12 +132,13 @@ def to_onnx(
     # realify::pointwise carries a derivative formula, which ONNX has no use for: its kernel's
     # real ops go to torch.onnx instead
     exported = ep
+    _refuse_shared_inputs(ep)
     placeholders = [n.meta.get("val") for n in ep.graph.find_nodes(op="placeholder")]
     # realify.onnx's own forms (an LU unrolled over the rows) may fix a dynamic size; torch's
     # decompositions run beside them are plain torch.onnx's, whose conditions it drops alike
     with SizeConditions(placeholders, within=("rules", "onnx/linalg.py", "onnx/indexing.py")) as conditions:
-        ep = _without_error_checks(ep).run_decompositions({**pointwise_decompositions(), **linalg_decompositions(),
-                                                           **indexing_decompositions()})
+        ep = _with_inputs_apart(_without_error_checks(ep)).run_decompositions(
+            {**pointwise_decompositions(), **linalg_decompositions(), **indexing_decompositions()})
     conditions.refuse(exported, _needs_static_sizes)
     read_storage_roots(ep)
     _check_onnx_forms(ep)
@@ -160,6 +162,36 @@ def to_onnx(
         onnx_program.save(os.fspath(path))
         log.info("wrote %s", os.fspath(path))
     return onnx_program
+
+
+def _with_inputs_apart(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """``ep`` with a storage of its own for each input's example value.
+
+    A program exported with inputs that share memory (a tensor and its ``view_as_real``,
+    overlapping slices) is traced reading them as separate tensors, but keeps example values
+    that share a storage, and ``run_decompositions`` fails to retrace it with them (for real
+    programs too). An ONNX model's inputs are separate arrays, as the trace reads them. (One
+    tensor passed twice is refused before: its trace reads both through one placeholder.) A
+    new program where any shared: ``ep``, perhaps the caller's, is left as it is.
+    """
+    values = [n.meta.get("val") for n in ep.graph.find_nodes(op="placeholder")]
+    storages = [v.untyped_storage()._cdata for v in values if isinstance(v, torch.Tensor)]
+    if len(set(storages)) == len(storages):
+        return ep
+    gm = torch.fx.GraphModule(ep.graph_module, copy.deepcopy(ep.graph))
+    fake_mode = torch._guards.detect_fake_mode(values)
+    assert fake_mode is not None  # an exported program's example values are fake tensors
+    seen: set[int] = set()
+    for node in gm.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.untyped_storage()._cdata in seen:
+            with fake_mode:
+                node.meta["val"] = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
+                                                       device=value.device, requires_grad=value.requires_grad)
+        seen.add(node.meta["val"].untyped_storage()._cdata)
+    return ep._update(gm, ep.graph_signature)
 
 
 # onnxscript's optimizer matches its rewrite rules against the whole graph for each node: its

@@ -17,3 +17,9 @@ def _constant_like(value: float, x):
 
 def _ints(values: list[int]):
     return op.Constant(value_ints=values)
+
+
+def _shape(sizes):
+    """A 1-d int64 tensor of ``sizes``: Python ints, or the graph's values of dynamic sizes."""
+    return op.Concat(*(_ints([s]) if isinstance(s, int) else op.Reshape(op.Cast(s, to=7), _ints([-1]))
+                       for s in sizes), axis=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import NoOnnxFormError
+from ..runtime.aliasing import sharing_at_export
 
 # The ops realify's rules run on pairs (realify/runtime/complex_lapack.py) that realify.onnx does
 # not write, and why
@@ -27,6 +28,18 @@ def _needs_static_sizes(conditions: str) -> NoOnnxFormError:
         "its real-arithmetic form for ONNX (an LU, a substitution or a factorization unrolled over the matrix's "
         "rows, a scan unrolled over a length) is written for one size, and holds only where these conditions "
         f"hold:\n{conditions}\nExport with those dims static (leading batch dims may stay dynamic)")
+
+
+def _refuse_shared_inputs(ep: torch.export.ExportedProgram) -> None:
+    """NoOnnxFormError where ``ep`` was exported with one tensor passed twice: torch.export's
+    trace reads both through one placeholder, and an ONNX model's inputs are separate arrays,
+    so its callers would pass two of which it reads one."""
+    for first, other, *_ in sharing_at_export(ep):
+        raise NoOnnxFormError(
+            f"user inputs {first} and {other}, which were one tensor at export (passed twice)",
+            "the exported trace reads both through one of them, and an ONNX model's inputs are separate arrays: "
+            "the model would read one in place of the other. Export with tensors of their own (for example, a "
+            ".clone() of the second)")
 
 
 def _check_onnx_forms(ep: torch.export.ExportedProgram) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .graph_helpers import _ints
+from .graph_helpers import _shape
 from .optional_imports import op
 
 
@@ -19,5 +19,4 @@ def upsample_nearest_exact(x, output_size: Sequence[Any], *scales: float | None)
     if scales and all(s is not None for s in scales):  # the scales the kernel maps by; sizes follow from them
         factors = op.Constant(value_floats=[1.0, 1.0, *(float(s) for s in scales if s is not None)])
         return op.Resize(x, None, factors, None, **resize)
-    sizes = [_ints([s]) if isinstance(s, int) else op.Reshape(op.Cast(s, to=7), _ints([-1])) for s in output_size]
-    return op.Resize(x, None, None, op.Concat(op.Shape(x, start=0, end=2), *sizes, axis=0), **resize)
+    return op.Resize(x, None, None, op.Concat(op.Shape(x, start=0, end=2), _shape(output_size), axis=0), **resize)

@@ -20,9 +20,10 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     overflow, ``expm1``/``log1p``/``atan2`` without cancellation near 0, istft's overlap-add
     and a Cholesky factorization, which ONNX lacks, and the ops torch.onnx translates wrongly
     at dynamic sizes (``roll`` by a size-dependent shift, ``mean`` over every dim, ``im2col``
-    and ``cat`` of an empty batch), and ``masked_select`` and nearest-exact upsampling, which
-    it lacks. :func:`to_onnx` passes them itself; pass them to ``torch.onnx.export`` to export
-    a program of :func:`realify.export` directly.
+    and ``cat`` of an empty batch) or that ONNX Runtime runs wrongly (``expand`` to a size of
+    0), and ``masked_select`` and nearest-exact upsampling, which it lacks. :func:`to_onnx`
+    passes them itself; pass them to ``torch.onnx.export`` to export a program of
+    :func:`realify.export` directly.
 
     Returns
     -------
@@ -54,6 +55,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
     """
     # onnxscript functions: imported here, as the modules that import onnxscript are only
     # imported when a program is exported (optional_imports)
+    from .broadcasting import expand
     from .cholesky import linalg_cholesky_ex
     from .contractions import trilinear
     from .fft import fft_c2c, fft_c2c_pairs, fft_c2r, fft_r2c, fft_r2c_pairs
@@ -116,4 +118,7 @@ def onnx_translation_table() -> dict[Callable, Callable]:
         torch.ops.aten._upsample_nearest_exact1d.default: upsample_nearest_exact,
         torch.ops.aten._upsample_nearest_exact2d.default: upsample_nearest_exact,
         torch.ops.aten._upsample_nearest_exact3d.default: upsample_nearest_exact,
+        # ONNX Runtime's optimizer takes an Expand from 1 to 0 for a no-op (realify's pointwise
+        # formulas broadcast an empty operand so)
+        torch.ops.aten.expand.default: expand,
     }

@@ -22,13 +22,15 @@ from typing import Any
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.export.graph_signature import InputKind, TensorArgument
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .dtypes import COMPLEX_TO_REAL
 
 
-def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None = None
-                      ) -> tuple[int, int] | None:
+def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None = None,
+                      together: Collection[frozenset[int]] = ()) -> tuple[int, int] | None:
     """A pair ``(w, j)`` of positions such that tensor ``w``, which the program writes in
     place, shares memory with tensor ``j``; None where there is none. ``values`` are the
     tensors passed at this call (at positions 0, 1, ...), ``fixed`` those that are the same
@@ -38,7 +40,9 @@ def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: di
     look-up per tensor; only tensors on one storage compare byte ranges. The ranges are spans
     (first to last byte), so two strided views that interleave without sharing an element
     (``z[::2]``, ``z[1::2]``) count as sharing: the caller's correct path then runs where it
-    was not needed, never the other way round."""
+    was not needed, never the other way round. ``together``: groups of positions whose
+    tensors the program was traced sharing memory (it is right for them); pairs within one
+    group are not reported."""
     seen = set()
     for x in values:
         if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):  # a fake tensor has no memory
@@ -47,13 +51,13 @@ def overlapping_write(values: Sequence[Any], written: Collection[int], fixed: di
             except (RuntimeError, NotImplementedError):  # a wrapper subclass has no storage of its own
                 continue
             if key in seen or (fixed and key in fixed):
-                return _shared_write(values, written, fixed)
+                return _shared_write(values, written, fixed, together)
             seen.add(key)
     return None
 
 
-def _shared_write(values: Sequence[Any], written: Collection[int],
-                  fixed: dict[int, list] | None) -> tuple[int, int] | None:
+def _shared_write(values: Sequence[Any], written: Collection[int], fixed: dict[int, list] | None,
+                  together: Collection[frozenset[int]]) -> tuple[int, int] | None:
     """:func:`overlapping_write` where some tensors share a storage: their byte spans decide."""
     groups = storages(values, range(len(values)))
     for key, group in groups.items():
@@ -62,7 +66,7 @@ def _shared_write(values: Sequence[Any], written: Collection[int],
         for w, a in group:
             if w in written:
                 for j, b in group:
-                    if j != w and _spans_meet(a, b):
+                    if j != w and _spans_meet(a, b) and not any(w in g and j in g for g in together):
                         return w, j
     return None
 
@@ -244,3 +248,41 @@ def needs_restride(shape: Sequence[int], ours: Sequence[int], theirs: Sequence[i
             return False
         reach += (size - 1) * stride
     return True
+
+
+def sharing_at_export(program: torch.export.ExportedProgram) -> list[list[int]]:
+    """The inputs ``program`` was exported with as one tensor: groups of flat user input
+    positions whose example tensors were one (a tensor passed twice), of which the trace reads
+    only one placeholder.
+
+    torch.export's trace reads the others through that one, so the program is right only for
+    calls that pass one tensor there again. (Inputs that merely share memory, such as a tensor
+    and its ``view_as_real``, are traced as separate tensors: a call with separate ones is
+    right, and one that shares memory with a written input is refused at the call.)
+    """
+    nodes = {node.name: node for node in program.graph.find_nodes(op="placeholder")}
+    specs = [spec for spec in program.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
+    groups: list[list[tuple[int, torch.fx.Node]]] = []
+    for position, spec in enumerate(specs):
+        node = nodes[spec.arg.name] if isinstance(spec.arg, TensorArgument) else None
+        value = node.meta.get("val") if node is not None else None
+        if not isinstance(value, torch.Tensor) or statically_known_true(value.numel() == 0):
+            continue
+        group = next((g for g in groups if _one_tensor(g[0][1].meta["val"], value)), None)
+        if group is None:
+            groups.append([(position, node)])
+        else:
+            group.append((position, node))
+    return [[position for position, _ in group] for group in groups
+            if len(group) > 1 and sum(bool(node.users) for _, node in group) <= 1]
+
+
+def _one_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether example values ``a`` and ``b`` are one tensor: one storage, offset, shape, strides
+    and dtype (sizes may be symbolic: equal only where known to be)."""
+    return (a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.dtype == b.dtype
+            and _known_equal((a.storage_offset(), *a.shape, *a.stride()), (b.storage_offset(), *b.shape, *b.stride())))
+
+
+def _known_equal(x: Sequence[Any], y: Sequence[Any]) -> bool:
+    return len(x) == len(y) and all(statically_known_true(p == q) for p, q in zip(x, y))

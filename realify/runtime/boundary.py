@@ -491,11 +491,15 @@ class RealCall:
     write) and returns what this returns instead: the backend runs dynamo's captured graph
     eagerly, export raises. ``appended`` are inputs passed after the caller's at every call
     (the same tensors each time); ``autocast_off`` runs the program with autocast off.
+    ``traced_sharing``: groups of inputs the program was traced with sharing memory, which its
+    trace reads as they are (the caller checks that a call shares them so): no write among them
+    calls ``on_shared_write``.
     """
 
     def __init__(self, program: Callable, boundary: Boundary, *,
                  on_shared_write: Callable[[tuple, int, int], Any] | None = None,
-                 appended: Sequence[torch.Tensor] = (), autocast_off: bool = False):
+                 appended: Sequence[torch.Tensor] = (), autocast_off: bool = False,
+                 traced_sharing: Sequence[frozenset[int]] = ()):
         self.program = program
         self.boundary = b = boundary
         self.appended = tuple(appended)
@@ -518,6 +522,7 @@ class RealCall:
         # skips the loops that handle those
         self.after_outputs = bool(b.mutated_inputs or self.input_views or self.restrides or self.output_views)
         self.on_shared_write = on_shared_write if b.mutated_inputs else None
+        self.traced_sharing = tuple(traced_sharing)
         if self.on_shared_write is not None:
             self.written = frozenset(b.mutated_inputs)
             first = len(b.inputs) - len(self.appended)
@@ -537,7 +542,7 @@ class RealCall:
     def __call__(self, *args: Any) -> Any:
         """Run the program on the caller's flat inputs and return its user outputs, in the program's structure."""
         if self.on_shared_write is not None:
-            overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed)
+            overlap = self.fixed_overlap or overlapping_write(args, self.written, self.fixed, self.traced_sharing)
             if overlap is not None:
                 return self.on_shared_write(args, *overlap)
         if self.appended:
