@@ -23,7 +23,7 @@ from torch.utils._pytree import (
 )
 
 from .errors import RealifyError
-from .runtime.aliasing import sharing_at_export
+from .runtime.aliasing import one_tensor, sharing_at_export
 from .runtime.boundary import Boundary, RealCall, is_complex
 from .saved_programs import (
     DESCRIPTION_KEY,
@@ -293,19 +293,14 @@ def _check_one_tensor_as_traced(flat: list, group: list[int], args: tuple, kwarg
     base = flat[first]
     for position in others:
         x = flat[position]
-        if x.numel() == 0 or x is base:
+        if isinstance(x, torch.Tensor) and (x.numel() == 0 or (isinstance(base, torch.Tensor) and one_tensor(base, x))):
             continue
-        same = (isinstance(base, torch.Tensor) and isinstance(x, torch.Tensor)
-                and x.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
-                and (x.storage_offset(), x.shape, x.stride(), x.dtype, x.is_conj())
-                == (base.storage_offset(), base.shape, base.stride(), base.dtype, base.is_conj()))
-        if not same:
-            a, b = ArgumentName(args, kwargs, first), ArgumentName(args, kwargs, position)
-            raise RealifyError(
-                f"{a} and {b} were one tensor when the program was exported (passed twice), and torch.export's "
-                f"trace reads both through one of them: with {b} a tensor of its own the program would read "
-                f"one in place of the other. Call it with one tensor there again, or export it with tensors "
-                f"of their own (for example, {b}.clone()).")
+        a, b = ArgumentName(args, kwargs, first), ArgumentName(args, kwargs, position)
+        raise RealifyError(
+            f"{a} and {b} were one tensor when the program was exported (passed twice), and torch.export's "
+            f"trace reads both through one of them: with {b} a tensor of its own the program would read "
+            f"one in place of the other. Call it with one tensor there again, or export it with tensors "
+            f"of their own (for example, {b}.clone()).")
 
 
 class ArgumentName:

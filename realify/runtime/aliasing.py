@@ -268,7 +268,7 @@ def sharing_at_export(program: torch.export.ExportedProgram) -> list[list[int]]:
         value = node.meta.get("val") if node is not None else None
         if not isinstance(value, torch.Tensor) or statically_known_true(value.numel() == 0):
             continue
-        group = next((g for g in groups if _one_tensor(g[0][1].meta["val"], value)), None)
+        group = next((g for g in groups if one_tensor(g[0][1].meta["val"], value)), None)
         if group is None:
             groups.append([(position, node)])
         else:
@@ -277,10 +277,12 @@ def sharing_at_export(program: torch.export.ExportedProgram) -> list[list[int]]:
             if len(group) > 1 and sum(bool(node.users) for _, node in group) <= 1]
 
 
-def _one_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether example values ``a`` and ``b`` are one tensor: one storage, offset, shape, strides
-    and dtype (sizes may be symbolic: equal only where known to be)."""
+def one_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` are one tensor: one storage, offset, shape, strides, dtype and
+    conjugate bit (an exported program's example values may have symbolic sizes: equal only
+    where known to be)."""
     return (a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.dtype == b.dtype
+            and a.is_conj() == b.is_conj()
             and _known_equal((a.storage_offset(), *a.shape, *a.stride()), (b.storage_offset(), *b.shape, *b.stride())))
 
 
